@@ -1,0 +1,48 @@
+# augur — build, test, demo.
+#   make          build/libaugur.so and build/augur
+#   make test     every test: C strictness, Go unit tests with -race, integration
+#   make demo     a training-style reader with and without the shim
+GO      ?= go
+BUILD   := build
+TAGS    := netgo,osusergo
+CSRC    := $(wildcard intercept*.c)
+CHDR    := $(wildcard intercept*.h)
+GOSRC   := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+CWARN   := -Wall -Wextra -Werror
+
+.PHONY: all build test unit cstrict integration deps demo clean
+all: build
+build: $(BUILD)/libaugur.so $(BUILD)/augur
+
+$(BUILD)/libaugur.so: $(CSRC) $(CHDR) $(GOSRC)
+	$(GO) build -tags $(TAGS) -buildmode=c-shared -o $@ .
+
+$(BUILD)/augur: $(GOSRC)
+	$(GO) build -o $@ ./cmd/augur
+
+# The data plane alone, with every warning an error, with and without
+# _FORTIFY_SOURCE (which turns some libc names into macros).
+cstrict:
+	for f in $(CSRC); do \
+	  gcc $(CWARN) -O2 -fPIC -fsyntax-only $$f || exit 1; \
+	  gcc $(CWARN) -O2 -D_FORTIFY_SOURCE=2 -fPIC -fsyntax-only $$f || exit 1; \
+	done
+
+deps:
+	test/deps.sh
+
+unit:
+	$(GO) vet ./...
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test$$)
+
+integration: build deps
+	$(GO) test -count=1 -timeout 20m ./test/
+
+test: cstrict unit integration
+
+demo: build
+	bench/demo.sh
+
+clean:
+	rm -rf $(BUILD)

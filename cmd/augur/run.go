@@ -1,0 +1,124 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+func cmdRun(args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var jf jobFlags
+	jf.register(fs)
+	lib := fs.String("lib", "", "path of libaugur.so (default: next to this program)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return fail("run: no command given (augur run [flags] -- CMD ARGS...)")
+	}
+	libPath, err := findLib(*lib)
+	if err != nil {
+		return fail("run: %v", err)
+	}
+	cfg, err := jf.load()
+	if err != nil {
+		return fail("%v", err)
+	}
+	job := newJobID()
+	os.Setenv("AUGUR_JOB", job)
+	seg, err := shim.AttachSegment(job)
+	if err != nil {
+		return fail("%v", err)
+	}
+	log := shim.NewLogger(cfg.LogLevel, cfg.LogFile)
+	// Lead before the command starts, so its first open already finds
+	// validated tiers.
+	leader, err := shim.Lead(cfg, seg, log)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if leader != nil {
+		defer leader.Close()
+	}
+	return runChild(argv, libPath)
+}
+
+// runChild runs argv with the shim preloaded, forwards the signals a
+// terminal or batch system sends, and returns the child's exit status the
+// way a shell reports it.
+func runChild(argv []string, lib string) int {
+	preload := lib
+	if old := os.Getenv("LD_PRELOAD"); old != "" {
+		preload = lib + ":" + old
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+preload)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return fail("run: %v", err)
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return exit.ExitCode()
+	}
+	if err != nil {
+		return fail("run: %v", err)
+	}
+	return 0
+}
+
+// findLib locates libaugur.so: the flag, AUGUR_LIB, or next to this
+// program.
+func findLib(flagValue string) (string, error) {
+	candidates := []string{flagValue, os.Getenv("AUGUR_LIB")}
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "libaugur.so"))
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(abs); err == nil {
+			return abs, nil
+		}
+		if c == flagValue || c == os.Getenv("AUGUR_LIB") {
+			return "", fmt.Errorf("%s: no such file", c)
+		}
+	}
+	return "", errors.New("libaugur.so not found next to augur; pass --lib or set AUGUR_LIB")
+}
+
+// newJobID names a job uniquely on this node.
+func newJobID() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return strings.Join([]string{"run", itoa(os.Getpid()), hex.EncodeToString(b)}, "-")
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+func cmdStat(args []string) int {
+	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	watch := fs.Bool("watch", false, "refresh every second until interrupted")
+	job := fs.String("job", "", "job id (default: the most recent job)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	path := ""
+	if *job != "" {
+		path = shim.SegmentPath(*job)
+	} else {
+		segs, err := shim.Segments()
+		if err != nil || len(segs) == 0 {
+			return fail("stat: %v", shim.ErrNoSegment)
+		}
+		path = segs[0]
+	}
+	seg, err := shim.OpenSegment(path)
+	if err != nil {
+		return fail("stat: %v", err)
+	}
+	for {
+		st := seg.Stats()
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(st)
+		} else {
+			if *watch {
+				fmt.Print("\033[H\033[2J")
+			}
+			printStats(os.Stdout, st)
+		}
+		if !*watch {
+			return 0
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func printStats(w io.Writer, st shim.Stats) {
+	leader := "none"
+	if st.LeaderPID > 0 {
+		leader = fmt.Sprintf("pid %d", st.LeaderPID)
+		if !st.LeaderAlive {
+			leader += " (ended)"
+		}
+	}
+	fmt.Fprintf(w, "job %s   policy %s   leader %s   processes %d\n", st.Job, st.Policy, leader, st.Processes)
+	hitRate := 0.0
+	if st.Opens > 0 {
+		hitRate = 100 * float64(st.Opens-st.Misses) / float64(st.Opens)
+	}
+	fmt.Fprintf(w, "dataset opens %d   from tiers %.1f%%   from the original %d (%s read)\n",
+		st.Opens, hitRate, st.Misses, shim.FormatSize(int64(st.OriginalBytes)))
+	fmt.Fprintf(w, "\n%-36s %12s %12s %10s %10s %12s\n", "tier", "used", "capacity", "files", "hits", "read")
+	for _, t := range st.Tiers {
+		fmt.Fprintf(w, "%-36s %12s %12s %10d %10d %12s\n", t.Path, shim.FormatSize(int64(t.Used)),
+			shim.FormatSize(int64(t.Capacity)), t.Files, t.Hits, shim.FormatSize(int64(t.Bytes)))
+		if t.Capacity > 0 {
+			frac := float64(t.Used) / float64(t.Capacity)
+			n := int(frac*40 + 0.5)
+			n = min(max(n, 0), 40)
+			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
+		}
+	}
+	fmt.Fprintf(w, "\nwrite opens %d   copies invalidated %d   stale removed at start %d   tier errors %d\n",
+		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors)
+	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
+		st.Events, st.RingDropped, st.Lost, st.Untracked)
+}

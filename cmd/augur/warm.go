@@ -1,0 +1,58 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/tiering"
+)
+
+func cmdWarm(args []string) int {
+	fs := flag.NewFlagSet("warm", flag.ContinueOnError)
+	var jf jobFlags
+	jf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := jf.load()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if len(cfg.Roots) == 0 {
+		return fail("warm: no dataset root (set --dataset, AUGUR_DATASET or [dataset] roots)")
+	}
+	start := time.Now()
+	var usage []tiering.Usage
+	for _, t := range cfg.Tiers {
+		if err := t.Prepare(); err != nil {
+			return fail("warm: %v", err)
+		}
+		lock, err := tiering.TryLock(t.Path)
+		if err != nil {
+			return fail("warm: %v; a running job writes this tier", err)
+		}
+		defer lock.Unlock()
+		rep := tiering.Validate(t)
+		if rep.Stale > 0 {
+			fmt.Printf("%s: removed %d stale copies\n", t.Path, rep.Stale)
+		}
+		usage = append(usage, rep.Usage)
+	}
+	res := tiering.Warm(cfg.Tiers, usage, cfg.Roots)
+	for i, t := range cfg.Tiers {
+		fmt.Printf("%s: copied %d files (%s); holds %s of %s\n", t.Path,
+			res.Copied[i].Files, shim.FormatSize(res.Copied[i].Bytes),
+			shim.FormatSize(usage[i].Bytes+res.Copied[i].Bytes), shim.FormatSize(t.Capacity))
+	}
+	fmt.Printf("%d files already warm, %d fit no tier, %.1fs\n", res.Present, res.Unfit,
+		time.Since(start).Seconds())
+	for _, e := range res.Errors {
+		fmt.Printf("error: %v\n", e)
+	}
+	if len(res.Errors) > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,757 @@
+/*
+ * intercept.c — augur's data plane: start-up, path classification, tier
+ * lookup, the descriptor table and the event ring. The wrappers live in
+ * intercept_open.c (open family), intercept_read.c (read family, mmap,
+ * close, dup) and intercept_stdio.c (FILE and DIR streams).
+ *
+ * Everything here runs in C only, in every process of a job, including
+ * forked children where Go must never run. Go publishes the configuration
+ * once at start through the augur_set_* functions below; until it has,
+ * every call passes straight through to libc.
+ */
+#include "intercept_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+struct augur_real augur_real;
+AUGUR_TLS int augur_guard;
+
+#define MAX_ROOTS 16
+#define FD_MAX 65536
+#define DIR_SLOTS 64
+
+enum { CFG_PENDING = 0, CFG_ON = 1, CFG_OFF = 2 };
+
+/* Process-wide state. Written by Go at start (before cfg is set to
+ * CFG_ON, with release order); read-only afterwards. */
+static struct {
+	int cfg;
+	pid_t pid;
+	int rank;
+	int nroots;
+	char roots[MAX_ROOTS][PATH_MAX];
+	size_t rootlen[MAX_ROOTS];
+	int ntiers;
+	char tiers[AUGUR_MAX_TIERS][PATH_MAX];
+	struct augur_segment *seg;
+	char job[64];
+} st;
+
+/*
+ * The descriptor table: one entry per fd number below FD_MAX. kind says
+ * whether the fd is a dataset file (FD_FILE, tier tells where it was
+ * served from) or a directory at or above a dataset root (FD_DIR, slot
+ * names its path in dirs[]). Entries are set only after the real call has
+ * returned the fd to us, and cleared before the real close.
+ */
+enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2 };
+struct fd_entry {
+	uint8_t kind;
+	int8_t tier;
+	uint16_t slot;
+	int32_t pad;
+	uint64_t bytes;
+};
+static struct fd_entry fdtab[FD_MAX];
+static int fd_hwm; /* highest fd ever tracked + 1 */
+
+static struct {
+	int fd; /* owner, -1 when free */
+	char path[PATH_MAX];
+} dirs[DIR_SLOTS];
+
+/* ---- start-up ---------------------------------------------------------- */
+
+#define RESOLVE(name, sym) augur_real.name = dlsym(RTLD_NEXT, sym)
+
+static void resolve_symbols(void)
+{
+	RESOLVE(open, "open");
+	RESOLVE(open64, "open64");
+	RESOLVE(openat, "openat");
+	RESOLVE(openat64, "openat64");
+	RESOLVE(open_2, "__open_2");
+	RESOLVE(open64_2, "__open64_2");
+	RESOLVE(openat_2, "__openat_2");
+	RESOLVE(openat64_2, "__openat64_2");
+	RESOLVE(fopen, "fopen");
+	RESOLVE(fopen64, "fopen64");
+	RESOLVE(freopen, "freopen");
+	RESOLVE(freopen64, "freopen64");
+	RESOLVE(fdopen, "fdopen");
+	RESOLVE(fclose, "fclose");
+	RESOLVE(closedir, "closedir");
+	RESOLVE(read, "read");
+	RESOLVE(read_chk, "__read_chk");
+	RESOLVE(pread, "pread");
+	RESOLVE(pread64, "pread64");
+	RESOLVE(pread64_chk, "__pread64_chk");
+	RESOLVE(readv, "readv");
+	RESOLVE(preadv, "preadv");
+	RESOLVE(preadv64, "preadv64");
+	RESOLVE(preadv2, "preadv2");
+	RESOLVE(preadv64v2, "preadv64v2");
+	RESOLVE(fread, "fread");
+	RESOLVE(fread_unlocked, "fread_unlocked");
+	RESOLVE(fread_chk, "__fread_chk");
+	RESOLVE(fgets, "fgets");
+	RESOLVE(getline, "getline");
+	RESOLVE(getdelim, "getdelim");
+	RESOLVE(mmap, "mmap");
+	RESOLVE(mmap64, "mmap64");
+	RESOLVE(munmap, "munmap");
+	RESOLVE(close, "close");
+	RESOLVE(close_range, "close_range");
+	RESOLVE(dup, "dup");
+	RESOLVE(dup2, "dup2");
+	RESOLVE(dup3, "dup3");
+	RESOLVE(fcntl, "fcntl");
+	RESOLVE(fcntl64, "fcntl64");
+	RESOLVE(sendfile, "sendfile");
+	RESOLVE(sendfile64, "sendfile64");
+	RESOLVE(copy_file_range, "copy_file_range");
+	RESOLVE(truncate, "truncate");
+	RESOLVE(truncate64, "truncate64");
+	RESOLVE(unlink, "unlink");
+	RESOLVE(unlinkat, "unlinkat");
+	RESOLVE(rename, "rename");
+	RESOLVE(renameat, "renameat");
+	RESOLVE(renameat2, "renameat2");
+}
+
+/* In a forked child only C runs; forget the parent's byte counts so a
+ * descriptor shared across fork is not counted twice at close. */
+static void atfork_child(void)
+{
+	for (int fd = 0; fd < fd_hwm; fd++)
+		fdtab[fd].bytes = 0;
+}
+
+static void make_job_id(void)
+{
+	const char *job = getenv("AUGUR_JOB");
+	if (job && *job && strlen(job) < sizeof(st.job)) {
+		strcpy(st.job, job);
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(st.job, sizeof(st.job), "%d-%lx", (int)st.pid,
+		 (unsigned long)ts.tv_sec);
+	/* Children inherit it, so every process of the job finds the same
+	 * segment; this runs before main, while only this thread exists. */
+	setenv("AUGUR_JOB", st.job, 1);
+}
+
+__attribute__((constructor)) static void augur_ctor(void)
+{
+	augur_guard++;
+	resolve_symbols();
+	st.pid = getpid();
+	for (int i = 0; i < DIR_SLOTS; i++)
+		dirs[i].fd = -1;
+	const char *off = getenv("AUGUR_DISABLE");
+	if (off && *off && strcmp(off, "0") != 0)
+		__atomic_store_n(&st.cfg, CFG_OFF, __ATOMIC_RELEASE);
+	else
+		make_job_id();
+	pthread_atfork(NULL, NULL, atfork_child);
+	augur_guard--;
+}
+
+/* ---- configuration, published by Go (libaugur.go) ------------------- */
+
+AUGUR_HIDDEN const char *augur_job(void) { return st.job; }
+
+AUGUR_HIDDEN int augur_disabled(void)
+{
+	return __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE) == CFG_OFF;
+}
+
+/* augur_add_root registers a dataset root; path must be absolute and
+ * normalised (Go does that). Returns -1 when the table is full. */
+AUGUR_HIDDEN int augur_add_root(const char *path)
+{
+	size_t n = strlen(path);
+	if (st.nroots >= MAX_ROOTS || n == 0 || n >= PATH_MAX || path[0] != '/')
+		return -1;
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	memcpy(st.roots[st.nroots], path, n);
+	st.roots[st.nroots][n] = 0;
+	st.rootlen[st.nroots] = n == 1 ? 0 : n; /* "/" matches every path */
+	st.nroots++;
+	return 0;
+}
+
+AUGUR_HIDDEN int augur_add_tier(const char *path)
+{
+	if (st.ntiers >= AUGUR_MAX_TIERS || strlen(path) >= PATH_MAX - 64)
+		return -1;
+	strcpy(st.tiers[st.ntiers++], path);
+	return 0;
+}
+
+AUGUR_HIDDEN void augur_set_segment(struct augur_segment *seg, int rank)
+{
+	st.seg = seg;
+	st.rank = rank;
+	if (seg)
+		__atomic_fetch_add(&seg->counters.processes, 1, __ATOMIC_RELAXED);
+}
+
+/* augur_start turns interception on (on = 1) or leaves this process in
+ * pass-through for good (on = 0). Either way, waiting hooks go on. */
+AUGUR_HIDDEN void augur_start(int on)
+{
+	__atomic_store_n(&st.cfg, on ? CFG_ON : CFG_OFF, __ATOMIC_RELEASE);
+}
+
+/* ---- activity check ---------------------------------------------------- */
+
+AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg)
+{
+	if (__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		return;
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "augur: %s\n", msg);
+	if (n > 0)
+		(void)!write(2, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+}
+
+/*
+ * The Go runtime of a c-shared library starts on its own thread while the
+ * host's main() is already running. The first path-level call of the
+ * process waits for it (bounded), so that even a program that opens its
+ * dataset in the first microsecond is served from the tiers. A forked
+ * child never waits: Go does not run there.
+ */
+static int wait_for_go(void)
+{
+	static int gave_up_warned;
+	if (getpid() != st.pid)
+		return 0;
+	AUGUR_ERRNO_SAVE;
+	struct timespec nap = {0, 200 * 1000};
+	for (int i = 0; i < 10000; i++) { /* 2 s */
+		int c = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
+		if (c != CFG_PENDING) {
+			AUGUR_ERRNO_RESTORE;
+			return c == CFG_ON;
+		}
+		nanosleep(&nap, NULL);
+	}
+	int expected = CFG_PENDING;
+	__atomic_compare_exchange_n(&st.cfg, &expected, CFG_OFF, 0,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	augur_warn_once(&gave_up_warned,
+			"control plane did not start within 2s; passing through");
+	AUGUR_ERRNO_RESTORE;
+	return __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE) == CFG_ON;
+}
+
+AUGUR_HIDDEN int augur_active(void)
+{
+	if (augur_guard)
+		return 0;
+	int c = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
+	if (c == CFG_ON)
+		return st.nroots > 0;
+	if (c == CFG_OFF)
+		return 0;
+	return wait_for_go() && st.nroots > 0;
+}
+
+/* ---- paths ------------------------------------------------------------- */
+
+/*
+ * normalize joins base and path and removes ".", empty and ".."
+ * components lexically. It reports through *dotdot whether a ".." was
+ * met, because lexical ".." is only right when no symlink precedes it.
+ * Returns the length, or -1 if the result does not fit.
+ */
+static int normalize(const char *base, const char *path, char *out, int *dotdot)
+{
+	size_t n = 0;
+	const char *parts[2] = {base, path};
+	*dotdot = 0;
+	out[n++] = '/';
+	for (int p = 0; p < 2; p++) {
+		const char *s = parts[p];
+		if (!s)
+			continue;
+		while (*s) {
+			while (*s == '/')
+				s++;
+			const char *e = s;
+			while (*e && *e != '/')
+				e++;
+			size_t len = (size_t)(e - s);
+			if (len == 0 || (len == 1 && s[0] == '.')) {
+				/* skip */
+			} else if (len == 2 && s[0] == '.' && s[1] == '.') {
+				*dotdot = 1;
+				while (n > 1 && out[n - 1] != '/')
+					n--;
+				if (n > 1)
+					n--; /* drop the slash too */
+			} else {
+				if (n > 1) {
+					if (n + 1 >= PATH_MAX)
+						return -1;
+					out[n++] = '/';
+				}
+				if (n + len >= PATH_MAX)
+					return -1;
+				memcpy(out + n, s, len);
+				n += len;
+			}
+			s = e;
+		}
+	}
+	out[n] = 0;
+	return (int)n;
+}
+
+enum { PATH_OTHER = 0, PATH_FILE = 1, PATH_ABOVE = 2 };
+
+/* classify_abs tells whether abs is inside a dataset root (PATH_FILE), is
+ * a root or one of its ancestors (PATH_ABOVE), or neither. */
+static int classify_abs(const char *abs, size_t len)
+{
+	int cls = PATH_OTHER;
+	for (int i = 0; i < st.nroots; i++) {
+		size_t rl = st.rootlen[i];
+		const char *r = st.roots[i];
+		if (len > rl && memcmp(abs, r, rl) == 0 && abs[rl] == '/')
+			return PATH_FILE;
+		if (rl >= len && memcmp(abs, r, len) == 0 &&
+		    (r[len] == 0 || r[len] == '/' || len == 1))
+			cls = PATH_ABOVE;
+	}
+	return cls;
+}
+
+/* base_of returns the directory a relative path is resolved against, or
+ * NULL when that is a directory fd the shim does not track (then the path
+ * cannot be a dataset path the shim knows about, and it passes through). */
+static const char *base_of(int dirfd, char *cwd)
+{
+	if (dirfd == AT_FDCWD) {
+		if (syscall(SYS_getcwd, cwd, PATH_MAX) < 0)
+			return NULL;
+		return cwd;
+	}
+	if (dirfd < 0 || dirfd >= FD_MAX)
+		return NULL;
+	struct fd_entry e = fdtab[dirfd];
+	if (e.kind != FD_DIR)
+		return NULL;
+	return dirs[e.slot].path;
+}
+
+/*
+ * resolve turns (dirfd, path) into an absolute, normalised path in abs
+ * and classifies it. A path with ".." under a root is resolved again with
+ * realpath(3) of its parent directory, so that a symlink before the ".."
+ * is followed as the kernel would.
+ */
+static int resolve(int dirfd, const char *path, char *abs)
+{
+	char cwd[PATH_MAX];
+	const char *base = NULL;
+	int dotdot;
+	if (!path || !*path)
+		return PATH_OTHER;
+	if (path[0] != '/') {
+		base = base_of(dirfd, cwd);
+		if (!base)
+			return PATH_OTHER;
+	}
+	int n = normalize(base, path, abs, &dotdot);
+	if (n < 0)
+		return PATH_OTHER;
+	int cls = classify_abs(abs, (size_t)n);
+	if (cls == PATH_OTHER || !dotdot)
+		return cls;
+
+	char joined[PATH_MAX], real[PATH_MAX];
+	int w = snprintf(joined, sizeof(joined), "%s/%s", base ? base : "", path);
+	if (w < 0 || w >= (int)sizeof(joined))
+		return PATH_OTHER;
+	char *slash = strrchr(joined, '/');
+	const char *leaf = slash + 1;
+	*slash = 0;
+	if (!realpath(joined[0] ? joined : "/", real))
+		return PATH_OTHER;
+	if (normalize(real, leaf, abs, &dotdot) < 0)
+		return PATH_OTHER;
+	return classify_abs(abs, strlen(abs));
+}
+
+/*
+ * tier_path maps an absolute source path to its copy in tier t:
+ * <tier>/files/<dir>@/<dir>@/<name>. The '@' on every directory component
+ * keeps a directory of the source from ever matching a copied file, so a
+ * read-only open of a dataset directory never lands on a tier directory.
+ * Files whose name ends in '@' are never copied (see tiering.CopyPath).
+ */
+AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
+{
+	size_t n = strlen(st.tiers[t]);
+	if (n + 6 >= cap)
+		return -1;
+	memcpy(out, st.tiers[t], n);
+	memcpy(out + n, "/files", 6);
+	n += 6;
+	const char *s = abs;
+	while (*s) {
+		const char *e = strchr(s + 1, '/');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		if (n + len + 2 >= cap)
+			return -1;
+		memcpy(out + n, s, len);
+		n += len;
+		if (e)
+			out[n++] = '@';
+		else if (len > 1 && s[len - 1] == '@')
+			return -1;
+		s += len;
+	}
+	out[n] = 0;
+	return (int)n;
+}
+
+/* ---- the event ring ---------------------------------------------------- */
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* emit appends one event; when the ring is full it drops the event and
+ * counts it: the leader is behind, and training must not wait for it. */
+static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs)
+{
+	struct augur_segment *seg = st.seg;
+	if (!seg)
+		return;
+	struct augur_ring *r = &seg->ring;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (head - tail >= AUGUR_RING_SLOTS) {
+			__atomic_fetch_add(&seg->counters.ring_dropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		if (__atomic_compare_exchange_n(&r->head, &head, head + 1, 1,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	struct augur_event *ev = &r->slots[head & (AUGUR_RING_SLOTS - 1)];
+	size_t len = strlen(abs);
+	ev->hash = fnv1a(abs);
+	ev->bytes = bytes;
+	ev->ts_ns = now_ns();
+	ev->kind = kind;
+	ev->tier = tier;
+	ev->pid = (int32_t)getpid();
+	ev->rank = st.rank;
+	ev->fd = fd;
+	ev->flags = len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0;
+	if (len >= AUGUR_EVENT_PATH)
+		len = AUGUR_EVENT_PATH - 1;
+	ev->pathlen = (uint16_t)len;
+	memcpy(ev->path, abs, len);
+	ev->path[len] = 0;
+	__atomic_store_n(&ev->seq, head + 1, __ATOMIC_RELEASE);
+}
+
+/* ---- the descriptor table ---------------------------------------------- */
+
+static void fd_track_file(int fd, int tier)
+{
+	if (fd >= FD_MAX) {
+		if (st.seg)
+			__atomic_fetch_add(&st.seg->counters.untracked, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier};
+	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
+		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
+}
+
+static int dir_slot_get(const char *abs)
+{
+	for (int i = 0; i < DIR_SLOTS; i++) {
+		int free_fd = -1;
+		if (__atomic_compare_exchange_n(&dirs[i].fd, &free_fd, INT_MAX, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			strcpy(dirs[i].path, abs);
+			return i;
+		}
+	}
+	return -1;
+}
+
+static void fd_track_dir(int fd, const char *abs)
+{
+	if (fd >= FD_MAX)
+		return;
+	int slot = dir_slot_get(abs);
+	if (slot < 0)
+		return; /* untracked: openat relative to it passes through */
+	__atomic_store_n(&dirs[slot].fd, fd, __ATOMIC_RELEASE);
+	fdtab[fd] = (struct fd_entry){.kind = FD_DIR, .slot = (uint16_t)slot};
+	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
+		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
+}
+
+AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
+{
+	if (n > 0 && fd >= 0 && fd < FD_MAX && fdtab[fd].kind == FD_FILE)
+		__atomic_fetch_add(&fdtab[fd].bytes, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+/* augur_fd_forget clears an entry without reporting it; used when a
+ * descriptor number is reused behind the shim's back (dup2 onto it). */
+AUGUR_HIDDEN void augur_fd_forget(int fd)
+{
+	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
+		return;
+	if (fdtab[fd].kind == FD_DIR)
+		__atomic_store_n(&dirs[fdtab[fd].slot].fd, -1, __ATOMIC_RELEASE);
+	fdtab[fd] = (struct fd_entry){0};
+}
+
+/* augur_fd_closed reports a tracked file's close and clears its entry.
+ * Call it before the real close, so a concurrent open that gets the same
+ * number is never cleared by mistake. */
+AUGUR_HIDDEN void augur_fd_closed(int fd)
+{
+	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
+		return;
+	struct fd_entry e = fdtab[fd];
+	augur_fd_forget(fd);
+	if (e.kind != FD_FILE || !st.seg)
+		return;
+	AUGUR_ERRNO_SAVE;
+	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
+	__atomic_fetch_add(&st.seg->counters.bytes[slot], e.bytes, __ATOMIC_RELAXED);
+	emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "");
+	AUGUR_ERRNO_RESTORE;
+}
+
+AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last)
+{
+	unsigned int hwm = (unsigned int)__atomic_load_n(&fd_hwm, __ATOMIC_RELAXED);
+	for (unsigned int fd = first; fd <= last && fd < hwm; fd++)
+		augur_fd_closed((int)fd);
+}
+
+AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
+{
+	if (newfd < 0 || newfd >= FD_MAX || oldfd < 0 || oldfd >= FD_MAX)
+		return;
+	struct fd_entry e = fdtab[oldfd];
+	if (e.kind == FD_FILE) {
+		fdtab[newfd] = (struct fd_entry){.kind = FD_FILE, .tier = e.tier};
+	} else if (e.kind == FD_DIR) {
+		fd_track_dir(newfd, dirs[e.slot].path);
+		return;
+	} else {
+		return;
+	}
+	if (newfd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
+		__atomic_store_n(&fd_hwm, newfd + 1, __ATOMIC_RELAXED);
+}
+
+/* ---- opening ----------------------------------------------------------- */
+
+static int is_write_open(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY ||
+	       (flags & (O_TRUNC | O_CREAT | O_APPEND)) ||
+	       (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+static int real_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (!augur_real.openat) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return augur_real.openat(dirfd, path, flags, mode);
+}
+
+/* leader_ready says whether the tiers of this job have been validated:
+ * until then no copy is served. */
+static int leader_ready(void)
+{
+	return st.seg && __atomic_load_n(&st.seg->leader.ready, __ATOMIC_ACQUIRE);
+}
+
+/* open_copy tries the tiers, fastest first. Returns the fd of a copy and
+ * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
+static int open_copy(const char *abs, int flags, int *tier)
+{
+	char tp[PATH_MAX];
+	int tflags = flags & ~(O_CREAT | O_EXCL | O_TRUNC);
+	for (int t = 0; t < st.ntiers; t++) {
+		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+			return -1;
+		int fd = real_openat(AT_FDCWD, tp, tflags, 0);
+		/* tmpfs refuses O_DIRECT and O_NOATIME is owner-only: the copy
+		 * is still the right bytes without them. */
+		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
+			fd = real_openat(AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
+		if (fd < 0 && errno == EPERM && (tflags & O_NOATIME))
+			fd = real_openat(AT_FDCWD, tp, tflags & ~O_NOATIME, 0);
+		if (fd >= 0) {
+			*tier = t;
+			return fd;
+		}
+		if (errno != ENOENT && errno != ENOTDIR && st.seg)
+			__atomic_fetch_add(&st.seg->counters.tier_errors, 1, __ATOMIC_RELAXED);
+	}
+	return -1;
+}
+
+/* invalidate removes every tier copy of abs. Any process may do it: a
+ * stale copy must disappear before the writer's open returns. */
+static void invalidate(const char *abs)
+{
+	char tp[PATH_MAX];
+	for (int t = 0; t < st.ntiers; t++) {
+		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+			continue;
+		if (augur_real.unlink && augur_real.unlink(tp) == 0 && st.seg)
+			__atomic_fetch_add(&st.seg->counters.invalidated, 1, __ATOMIC_RELAXED);
+	}
+	if (st.seg)
+		emit(AUGUR_EV_INVALIDATE, -1, -1, 0, abs);
+}
+
+AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path)
+{
+	char abs[PATH_MAX];
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	if (resolve(dirfd, path, abs) == PATH_FILE)
+		invalidate(abs);
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+}
+
+AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	char abs[PATH_MAX];
+	augur_guard++;
+	int cls = resolve(dirfd, path, abs);
+	int fd;
+	if (cls == PATH_OTHER) {
+		fd = real_openat(dirfd, path, flags, mode);
+	} else if (is_write_open(flags)) {
+		if (cls == PATH_FILE && (flags & O_TMPFILE) != O_TMPFILE) {
+			AUGUR_ERRNO_SAVE;
+			if (st.seg)
+				__atomic_fetch_add(&st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
+			invalidate(abs);
+			AUGUR_ERRNO_RESTORE;
+		}
+		fd = real_openat(dirfd, path, flags, mode);
+	} else if (cls == PATH_ABOVE || (flags & (O_DIRECTORY | O_PATH))) {
+		fd = real_openat(dirfd, path, flags, mode);
+		if (fd >= 0) {
+			AUGUR_ERRNO_SAVE;
+			fd_track_dir(fd, abs);
+			AUGUR_ERRNO_RESTORE;
+		}
+	} else {
+		AUGUR_ERRNO_SAVE;
+		int tier = -1;
+		/* O_NOFOLLOW must fail on a symlinked source; only the
+		 * original can tell, so it is served from there. */
+		fd = (leader_ready() && !(flags & O_NOFOLLOW)) ? open_copy(abs, flags, &tier) : -1;
+		AUGUR_ERRNO_RESTORE;
+		if (fd < 0)
+			fd = real_openat(dirfd, path, flags, mode);
+		if (fd >= 0) {
+			AUGUR_ERRNO_SAVE;
+			fd_track_file(fd, tier);
+			if (st.seg) {
+				struct augur_counters *c = &st.seg->counters;
+				__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1,
+						   __ATOMIC_RELAXED);
+				emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
+			}
+			AUGUR_ERRNO_RESTORE;
+		}
+	}
+	augur_guard--;
+	return fd;
+}
+
+AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path)
+{
+	char abs[PATH_MAX];
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	int cls = resolve(dirfd, path, abs);
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+	return cls == PATH_FILE;
+}
+
+AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
+{
+	char abs[PATH_MAX];
+	if (fd < 0)
+		return;
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	if (resolve(AT_FDCWD, path, abs) == PATH_FILE) {
+		int tier = -1;
+		int copy = leader_ready() ? open_copy(abs, O_RDONLY | O_CLOEXEC, &tier) : -1;
+		if (copy >= 0) {
+			int cloexec = augur_real.fcntl(fd, F_GETFD) & FD_CLOEXEC;
+			if (augur_real.dup3(copy, fd, cloexec ? O_CLOEXEC : 0) < 0)
+				tier = -1;
+			augur_real.close(copy);
+		}
+		fd_track_file(fd, tier);
+		if (st.seg) {
+			struct augur_counters *c = &st.seg->counters;
+			__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1,
+					   __ATOMIC_RELAXED);
+			emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
+		}
+	}
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+}

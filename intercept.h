@@ -1,0 +1,104 @@
+/*
+ * intercept.h — the shared-memory ABI between augur's data plane (C, in
+ * every process of a job) and its control plane (Go, in the job's leader).
+ *
+ * One segment per job and node lives in /dev/shm/augur-<job>.seg. Every
+ * process of the job maps it MAP_SHARED: the leader, forked workers (they
+ * inherit the mapping), exec'd and spawned children (they find it again
+ * through AUGUR_JOB in their environment). The data plane only ever
+ * appends events and bumps counters with atomics; the leader is the only
+ * reader of the ring. Changing any layout here means bumping
+ * AUGUR_ABI_VERSION: a process that finds another version passes through.
+ */
+#ifndef AUGUR_INTERCEPT_H
+#define AUGUR_INTERCEPT_H
+
+#include <stdint.h>
+
+#define AUGUR_MAGIC 0x52554755u /* "AUGR" */
+#define AUGUR_ABI_VERSION 1
+#define AUGUR_MAX_TIERS 4
+#define AUGUR_RING_SLOTS 16384 /* power of two */
+#define AUGUR_EVENT_PATH 200
+
+/* Event kinds. */
+enum {
+	AUGUR_EV_OPEN = 1,       /* a dataset file was opened read-only */
+	AUGUR_EV_CLOSE = 2,      /* a tracked descriptor was closed */
+	AUGUR_EV_INVALIDATE = 3, /* a dataset file was opened for writing */
+};
+
+/* Event flags. */
+enum {
+	AUGUR_EVF_TRUNCATED = 1, /* path did not fit; only hash is exact */
+};
+
+/*
+ * One access, 256 bytes. seq is written last (release) and is the slot's
+ * sequence number + 1, so the reader knows the slot is complete.
+ */
+struct augur_event {
+	uint64_t seq;
+	uint64_t hash;   /* FNV-1a 64 of the absolute source path */
+	uint64_t bytes;  /* CLOSE: bytes read through the descriptor */
+	uint64_t ts_ns;  /* CLOCK_MONOTONIC */
+	uint32_t kind;
+	int32_t tier;    /* tier that served it, -1 = the original */
+	int32_t pid;
+	int32_t rank;
+	int32_t fd;
+	uint16_t flags;
+	uint16_t pathlen;
+	char path[AUGUR_EVENT_PATH]; /* absolute source path, NUL-terminated */
+};
+
+/* Counters kept by the data plane, in every process, with atomics. */
+struct augur_counters {
+	uint64_t opens;                    /* read-only opens of dataset files */
+	uint64_t hits[AUGUR_MAX_TIERS];    /* ... served from tier i */
+	uint64_t misses;                   /* ... served from the original */
+	uint64_t bytes[AUGUR_MAX_TIERS + 1]; /* read bytes by tier; last = original */
+	uint64_t write_opens;              /* write opens of dataset files */
+	uint64_t invalidated;              /* tier copies removed by write opens */
+	uint64_t tier_errors;              /* tier copy present but unopenable */
+	uint64_t ring_dropped;             /* events lost: ring full */
+	uint64_t untracked;                /* descriptors too large to track */
+	uint64_t processes;                /* processes that attached */
+};
+
+/* State published by the leader for `augur stat`. */
+struct augur_leader {
+	int32_t pid;         /* leader's pid, 0 = none */
+	uint32_t ready;      /* 1 once the tiers are validated */
+	uint64_t started_ns; /* CLOCK_REALTIME */
+	uint64_t tier_used[AUGUR_MAX_TIERS];
+	uint64_t tier_files[AUGUR_MAX_TIERS];
+	uint64_t tier_capacity[AUGUR_MAX_TIERS];
+	uint64_t stale_removed; /* stale copies dropped at validation */
+	uint64_t copies;        /* copies published by the control plane */
+	uint64_t copy_bytes;
+	uint64_t events;        /* events consumed */
+	uint64_t lost;          /* slots skipped: a producer died mid-write */
+	char policy[16];
+	char tiers[AUGUR_MAX_TIERS][256];
+};
+
+struct augur_ring {
+	uint64_t head; /* next slot to claim (producers, fetch-add) */
+	char pad1[56];
+	uint64_t tail; /* next slot to read (leader only) */
+	char pad2[56];
+	struct augur_event slots[AUGUR_RING_SLOTS];
+};
+
+struct augur_segment {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t size;
+	char job[64];
+	struct augur_counters counters;
+	struct augur_leader leader;
+	struct augur_ring ring;
+};
+
+#endif

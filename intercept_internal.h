@@ -1,0 +1,128 @@
+/*
+ * intercept_internal.h — declarations shared by the C files of the data
+ * plane. Nothing here is seen by Go except through intercept.h and the
+ * augur_* functions libaugur.go calls at start.
+ */
+#ifndef AUGUR_INTERCEPT_INTERNAL_H
+#define AUGUR_INTERCEPT_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "intercept.h"
+
+#define AUGUR_HIDDEN __attribute__((visibility("hidden")))
+#define AUGUR_EXPORT __attribute__((visibility("default")))
+#define AUGUR_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/*
+ * The real libc functions, resolved once with dlsym(RTLD_NEXT) in the
+ * constructor. A symbol that could not be resolved stays NULL and the
+ * wrapper fails that call with ENOSYS instead of crashing the host.
+ */
+struct augur_real {
+	int (*open)(const char *, int, ...);
+	int (*open64)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*openat64)(int, const char *, int, ...);
+	int (*open_2)(const char *, int);
+	int (*open64_2)(const char *, int);
+	int (*openat_2)(int, const char *, int);
+	int (*openat64_2)(int, const char *, int);
+	FILE *(*fopen)(const char *, const char *);
+	FILE *(*fopen64)(const char *, const char *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+	FILE *(*freopen64)(const char *, const char *, FILE *);
+	FILE *(*fdopen)(int, const char *);
+	int (*fclose)(FILE *);
+	int (*closedir)(DIR *);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*read_chk)(int, void *, size_t, size_t);
+	ssize_t (*pread)(int, void *, size_t, off_t);
+	ssize_t (*pread64)(int, void *, size_t, off64_t);
+	ssize_t (*pread64_chk)(int, void *, size_t, off64_t, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*preadv)(int, const struct iovec *, int, off_t);
+	ssize_t (*preadv64)(int, const struct iovec *, int, off64_t);
+	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*preadv64v2)(int, const struct iovec *, int, off64_t, int);
+	size_t (*fread)(void *, size_t, size_t, FILE *);
+	size_t (*fread_unlocked)(void *, size_t, size_t, FILE *);
+	size_t (*fread_chk)(void *, size_t, size_t, size_t, FILE *);
+	char *(*fgets)(char *, int, FILE *);
+	ssize_t (*getline)(char **, size_t *, FILE *);
+	ssize_t (*getdelim)(char **, size_t *, int, FILE *);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off64_t);
+	int (*munmap)(void *, size_t);
+	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+	ssize_t (*copy_file_range)(int, off64_t *, int, off64_t *, size_t, unsigned int);
+	int (*truncate)(const char *, off_t);
+	int (*truncate64)(const char *, off64_t);
+	int (*unlink)(const char *);
+	int (*unlinkat)(int, const char *, int);
+	int (*rename)(const char *, const char *);
+	int (*renameat)(int, const char *, int, const char *);
+	int (*renameat2)(int, const char *, int, const char *, unsigned int);
+};
+
+AUGUR_HIDDEN extern struct augur_real augur_real;
+
+/* Per-thread guard: set while the shim itself calls libc, so re-entrant
+ * calls pass straight through. */
+AUGUR_HIDDEN extern AUGUR_TLS int augur_guard;
+
+/* augur_active reports whether path-level interception is on for this
+ * call: configured, not disabled, not re-entered. It may wait, once per
+ * process, for the Go side to publish the configuration. */
+AUGUR_HIDDEN int augur_active(void);
+
+/* augur_open is the single implementation behind every open-family
+ * wrapper. has_mode says whether mode is meaningful (O_CREAT/O_TMPFILE). */
+AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode);
+
+/* augur_is_dataset_file says whether (dirfd, path) names a file inside a
+ * dataset root. Call only when augur_active(). */
+AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path);
+
+/* augur_adopt takes a descriptor that libc opened read-only on path and,
+ * when path is a dataset file with a tier copy, swaps the copy in under
+ * the same number (keeping FD_CLOEXEC) and tracks it. */
+AUGUR_HIDDEN void augur_adopt(int fd, const char *path);
+
+/* Write-side events on a path: invalidate tier copies before the call. */
+AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
+
+/* Descriptor table. */
+AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
+AUGUR_HIDDEN void augur_fd_closed(int fd);
+AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
+AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
+AUGUR_HIDDEN void augur_fd_forget(int fd);
+
+/* One message on stderr, once per key, for internal failures. */
+AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg);
+
+#define AUGUR_ERRNO_SAVE int saved_errno_ = errno
+#define AUGUR_ERRNO_RESTORE errno = saved_errno_
+
+#endif

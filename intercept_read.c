@@ -1,0 +1,167 @@
+/*
+ * intercept_read.c — reads, mappings and descriptor lifetime. The choice
+ * between a tier copy and the original is made once, at open; these
+ * wrappers only keep the descriptor table right (dup, close) and count the
+ * bytes each descriptor delivers. They never enter Go and never wait, so
+ * they are safe in forked children and before the Go runtime is ready.
+ */
+#include "intercept_internal.h"
+
+#include <errno.h>
+#include <linux/close_range.h>
+
+#define CALL_OR_ENOSYS(fn, ...)                                        \
+	(augur_real.fn ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
+
+/* The read family: the real call, then the byte count of a tracked fd. */
+#define READ_WRAPPER(ret, fn, fd, ...)        \
+	{                                           \
+		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__); \
+		augur_fd_account(fd, (ssize_t)n);   \
+		return n;                           \
+	}
+
+AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)
+	READ_WRAPPER(ssize_t, read, fd, fd, buf, count)
+
+AUGUR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
+	READ_WRAPPER(ssize_t, read_chk, fd, fd, buf, count, buflen)
+
+AUGUR_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
+	READ_WRAPPER(ssize_t, pread, fd, fd, buf, count, off)
+
+AUGUR_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
+	READ_WRAPPER(ssize_t, pread64, fd, fd, buf, count, off)
+
+AUGUR_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
+	READ_WRAPPER(ssize_t, pread64_chk, fd, fd, buf, count, off, buflen)
+
+AUGUR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+	READ_WRAPPER(ssize_t, readv, fd, fd, iov, cnt)
+
+AUGUR_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+	READ_WRAPPER(ssize_t, preadv, fd, fd, iov, cnt, off)
+
+AUGUR_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+	READ_WRAPPER(ssize_t, preadv64, fd, fd, iov, cnt, off)
+
+AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+	READ_WRAPPER(ssize_t, preadv2, fd, fd, iov, cnt, off, flags)
+
+AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+	READ_WRAPPER(ssize_t, preadv64v2, fd, fd, iov, cnt, off, flags)
+
+AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+	READ_WRAPPER(ssize_t, sendfile, in, out, in, off, count)
+
+AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
+	READ_WRAPPER(ssize_t, sendfile64, in, out, in, off, count)
+
+AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *outoff,
+				     size_t len, unsigned int flags)
+	READ_WRAPPER(ssize_t, copy_file_range, in, in, inoff, out, outoff, len, flags)
+
+/*
+ * mmap is also called by the Go runtime for its heap (through cgo) before
+ * it is ready: anonymous mappings and fd < 0 go straight to libc, and
+ * nothing here ever waits or enters Go.
+ */
+AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (!augur_real.mmap) {
+		errno = ENOSYS;
+		return MAP_FAILED;
+	}
+	void *p = augur_real.mmap(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
+		augur_fd_account(fd, (ssize_t)len);
+	return p;
+}
+
+AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	if (!augur_real.mmap64) {
+		errno = ENOSYS;
+		return MAP_FAILED;
+	}
+	void *p = augur_real.mmap64(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
+		augur_fd_account(fd, (ssize_t)len);
+	return p;
+}
+
+AUGUR_EXPORT int close(int fd)
+{
+	augur_fd_closed(fd);
+	return CALL_OR_ENOSYS(close, fd);
+}
+
+AUGUR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		augur_fd_closed_range(first, last);
+	return CALL_OR_ENOSYS(close_range, first, last, flags);
+}
+
+AUGUR_EXPORT int dup(int fd)
+{
+	int n = CALL_OR_ENOSYS(dup, fd);
+	if (n >= 0)
+		augur_fd_dup(fd, n);
+	return n;
+}
+
+/* dup2/dup3 close newfd implicitly: report that close first. A failed
+ * call leaves newfd open, but then the next close reports it unseen,
+ * which only loses a byte count, never a served byte. */
+AUGUR_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (oldfd != newfd)
+		augur_fd_closed(newfd);
+	int n = CALL_OR_ENOSYS(dup2, oldfd, newfd);
+	if (n >= 0 && oldfd != newfd)
+		augur_fd_dup(oldfd, n);
+	return n;
+}
+
+AUGUR_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (oldfd != newfd)
+		augur_fd_closed(newfd);
+	int n = CALL_OR_ENOSYS(dup3, oldfd, newfd, flags);
+	if (n >= 0)
+		augur_fd_dup(oldfd, n);
+	return n;
+}
+
+/* fcntl's third argument is an int or a pointer depending on cmd; glibc
+ * itself reads it as a pointer, which carries either on this ABI. */
+static int fcntl_common(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
+{
+	if (!fn) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = fn(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		augur_fd_dup(fd, r);
+	return r;
+}
+
+AUGUR_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(augur_real.fcntl, fd, cmd, arg);
+}
+
+AUGUR_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(augur_real.fcntl64, fd, cmd, arg);
+}

@@ -1,0 +1,175 @@
+/*
+ * intercept_stdio.c — FILE and DIR streams. glibc's stdio opens, reads and
+ * closes through internal calls that no preload sees, so fopen decides the
+ * tier here, fclose/closedir report the close, and the stream reads count
+ * their bytes.
+ */
+#include "intercept_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* fopen_flags turns a read-only fopen mode into open(2) flags, or returns
+ * -1 for a mode that writes or that only fopen itself understands. */
+static int fopen_flags(const char *mode)
+{
+	if (!mode || mode[0] != 'r' || strchr(mode, '+') || strchr(mode, ','))
+		return -1;
+	return O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0);
+}
+
+static FILE *fopen_common(FILE *(*real)(const char *, const char *),
+			  const char *path, const char *mode)
+{
+	if (!real) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (!augur_active() || !path)
+		return real(path, mode);
+	int flags = fopen_flags(mode);
+	if (flags < 0) {
+		if (mode && mode[0] != 'r')
+			augur_invalidate_path(AT_FDCWD, path);
+		else if (mode && strchr(mode, '+'))
+			augur_invalidate_path(AT_FDCWD, path);
+		return real(path, mode);
+	}
+	if (!augur_is_dataset_file(AT_FDCWD, path))
+		return real(path, mode);
+	int fd = augur_open(AT_FDCWD, path, flags, 0);
+	if (fd < 0)
+		return NULL;
+	FILE *f = augur_real.fdopen ? augur_real.fdopen(fd, mode) : NULL;
+	if (!f) {
+		int e = augur_real.fdopen ? errno : ENOSYS;
+		close(fd);
+		errno = e;
+	}
+	return f;
+}
+
+AUGUR_EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	return fopen_common(augur_real.fopen, path, mode);
+}
+
+AUGUR_EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	return fopen_common(augur_real.fopen64, path, mode);
+}
+
+/* freopen reuses the stream's descriptor number; the shim lets glibc open
+ * the original and then swaps a tier copy in under the same number. */
+static FILE *freopen_common(FILE *(*real)(const char *, const char *, FILE *),
+			    const char *path, const char *mode, FILE *stream)
+{
+	if (!real) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (stream)
+		augur_fd_closed(fileno_unlocked(stream));
+	if (!augur_active() || !path)
+		return real(path, mode, stream);
+	if (fopen_flags(mode) < 0) {
+		augur_invalidate_path(AT_FDCWD, path);
+		return real(path, mode, stream);
+	}
+	FILE *f = real(path, mode, stream);
+	if (f)
+		augur_adopt(fileno_unlocked(f), path);
+	return f;
+}
+
+AUGUR_EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	return freopen_common(augur_real.freopen, path, mode, stream);
+}
+
+AUGUR_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+	return freopen_common(augur_real.freopen64, path, mode, stream);
+}
+
+AUGUR_EXPORT int fclose(FILE *f)
+{
+	if (!augur_real.fclose) {
+		errno = ENOSYS;
+		return EOF;
+	}
+	if (f)
+		augur_fd_closed(fileno_unlocked(f));
+	return augur_real.fclose(f);
+}
+
+AUGUR_EXPORT int closedir(DIR *d)
+{
+	if (!augur_real.closedir) {
+		errno = ENOSYS;
+		return -1;
+	}
+	augur_fd_closed(dirfd(d));
+	return augur_real.closedir(d);
+}
+
+/* Stream reads: the real call, then the byte count. */
+
+AUGUR_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
+{
+	if (!augur_real.fread)
+		return 0;
+	size_t r = augur_real.fread(buf, size, n, f);
+	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	return r;
+}
+
+AUGUR_EXPORT size_t (fread_unlocked)(void *buf, size_t size, size_t n, FILE *f)
+{
+	if (!augur_real.fread_unlocked)
+		return 0;
+	size_t r = (augur_real.fread_unlocked)(buf, size, n, f);
+	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	return r;
+}
+
+AUGUR_EXPORT size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *f)
+{
+	if (!augur_real.fread_chk)
+		return 0;
+	size_t r = augur_real.fread_chk(buf, buflen, size, n, f);
+	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	return r;
+}
+
+AUGUR_EXPORT char *fgets(char *s, int size, FILE *f)
+{
+	if (!augur_real.fgets)
+		return NULL;
+	char *r = augur_real.fgets(s, size, f);
+	if (r)
+		augur_fd_account(fileno_unlocked(f), (ssize_t)strlen(r));
+	return r;
+}
+
+AUGUR_EXPORT ssize_t getline(char **line, size_t *cap, FILE *f)
+{
+	if (!augur_real.getline) {
+		errno = ENOSYS;
+		return -1;
+	}
+	ssize_t r = augur_real.getline(line, cap, f);
+	augur_fd_account(fileno_unlocked(f), r);
+	return r;
+}
+
+AUGUR_EXPORT ssize_t getdelim(char **line, size_t *cap, int delim, FILE *f)
+{
+	if (!augur_real.getdelim) {
+		errno = ENOSYS;
+		return -1;
+	}
+	ssize_t r = augur_real.getdelim(line, cap, delim, f);
+	augur_fd_account(fileno_unlocked(f), r);
+	return r;
+}

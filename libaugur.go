@@ -1,0 +1,91 @@
+// Command libaugur is built with -buildmode=c-shared into libaugur.so, the
+// library users preload. Its C half (intercept*.c) is the data plane; this
+// Go half starts in every process that loads the library, publishes the
+// configuration to C, and — in the one process that wins the job's leader
+// lock — runs the control plane.
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall -Wextra -Werror -fno-strict-aliasing
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "intercept.h"
+const char *augur_job(void);
+int augur_disabled(void);
+int augur_add_root(const char *path);
+int augur_add_tier(const char *path);
+void augur_set_segment(struct augur_segment *seg, int rank);
+void augur_start(int on);
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// campaignInterval is how often a process that is not the leader checks
+// whether the leader has gone.
+const campaignInterval = 2 * time.Second
+
+func init() {
+	if C.augur_disabled() != 0 {
+		return
+	}
+	if !start() {
+		C.augur_start(0)
+	}
+}
+
+// start configures the data plane and reports whether it may intercept.
+// Any failure is one message on stderr; the host then runs unaccelerated.
+func start() bool {
+	cfg, err := shim.Load()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "augur: %v; passing through\n", err)
+		return false
+	}
+	log := shim.NewLogger(cfg.LogLevel, cfg.LogFile)
+	seg, err := shim.AttachSegment(C.GoString(C.augur_job()))
+	if err != nil {
+		log.Error().Msgf("%v; passing through", err)
+		return false
+	}
+	for _, r := range cfg.RootForms() {
+		if !cCall(func(s *C.char) C.int { return C.augur_add_root(s) }, r) {
+			log.Error().Msgf("too many dataset roots; %s not accelerated", r)
+		}
+	}
+	for _, t := range cfg.Tiers {
+		if !cCall(func(s *C.char) C.int { return C.augur_add_tier(s) }, t.Path) {
+			log.Error().Msgf("tier path %s too long; not used", t.Path)
+		}
+	}
+	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
+	C.augur_start(1)
+	go shim.Campaign(cfg, seg, log, campaignInterval)
+	return true
+}
+
+func cCall(fn func(*C.char) C.int, s string) bool {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	return fn(cs) == 0
+}
+
+// rank is this process's node-local rank, as torchrun or SLURM set it.
+func rank() int {
+	for _, v := range []string{"LOCAL_RANK", "SLURM_LOCALID", "RANK"} {
+		if r, err := strconv.Atoi(os.Getenv(v)); err == nil {
+			return r
+		}
+	}
+	return 0
+}
+
+func main() {}

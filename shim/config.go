@@ -1,0 +1,352 @@
+package shim
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/pelletier/go-toml/v2"
+	"golang.org/x/sys/unix"
+)
+
+// Config is everything a process of a job needs to know. Load builds it
+// from the built-in defaults, the TOML file named by AUGUR_CONFIG, and
+// the AUGUR_* environment variables, in that order of precedence (the
+// environment wins).
+type Config struct {
+	Roots    []string       // dataset roots, absolute and clean
+	Tiers    []tiering.Tier // fastest first
+	Policy   string         // static, reactive or clairvoyant
+	Seed     int64
+	LogLevel string
+	LogFile  string
+	File     string // the config file read, if any
+}
+
+// Policies the control plane knows.
+var Policies = []string{"static"}
+
+// fileConfig is the TOML schema. Unknown keys are errors.
+type fileConfig struct {
+	Policy  string `toml:"policy"`
+	Seed    *int64 `toml:"seed"`
+	Dataset struct {
+		Roots []string `toml:"roots"`
+	} `toml:"dataset"`
+	Tier []struct {
+		Path     string `toml:"path"`
+		Capacity string `toml:"capacity"`
+		Threads  int    `toml:"threads"`
+		Fsync    *bool  `toml:"fsync"`
+	} `toml:"tier"`
+	Log struct {
+		Level string `toml:"level"`
+		File  string `toml:"file"`
+	} `toml:"log"`
+}
+
+// ConfigError is an error in a configuration file, at a line.
+type ConfigError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Load reads the configuration of this process.
+func Load() (*Config, error) {
+	c := &Config{Policy: "static", LogLevel: "warn"}
+	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
+		if err := c.readFile(path); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.applyEnv(); err != nil {
+		return nil, err
+	}
+	if len(c.Tiers) == 0 {
+		c.Tiers = DefaultTiers()
+	}
+	return c, c.check()
+}
+
+func (c *Config) readFile(path string) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return &ConfigError{File: path, Msg: err.Error()}
+	}
+	c.File = path
+	var fc fileConfig
+	dec := toml.NewDecoder(bytes.NewReader(src)).DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return tomlError(path, err)
+	}
+	fail := func(table string, idx int, key, msg string) error {
+		return &ConfigError{File: path, Line: locate(src, table, idx, key), Msg: msg}
+	}
+	if fc.Policy != "" {
+		c.Policy = fc.Policy
+		if !validPolicy(c.Policy) {
+			return fail("", 0, "policy", badPolicy(c.Policy))
+		}
+	}
+	if fc.Seed != nil {
+		c.Seed = *fc.Seed
+	}
+	c.Roots = fc.Dataset.Roots
+	for i, t := range fc.Tier {
+		if t.Path == "" {
+			return fail("tier", i, "", "tier has no path")
+		}
+		tier := tiering.Tier{Path: t.Path, Threads: t.Threads}
+		if t.Capacity == "" {
+			return fail("tier", i, "", fmt.Sprintf("tier %s has no capacity", t.Path))
+		}
+		if tier.Capacity, err = ParseSize(t.Capacity); err != nil {
+			return fail("tier", i, "capacity", "capacity: "+err.Error())
+		}
+		if t.Threads < 0 {
+			return fail("tier", i, "threads", "threads must be at least 1")
+		}
+		tier.Fsync = t.Fsync != nil && *t.Fsync
+		c.Tiers = append(c.Tiers, tier)
+	}
+	if fc.Log.Level != "" {
+		c.LogLevel = fc.Log.Level
+		if !validLevel(c.LogLevel) {
+			return fail("log", 0, "level", badLevel(c.LogLevel))
+		}
+	}
+	c.LogFile = fc.Log.File
+	return nil
+}
+
+// tomlError turns a go-toml error into file:line: message.
+func tomlError(path string, err error) error {
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		return &ConfigError{File: path, Line: row, Msg: de.Error()}
+	}
+	var se *toml.StrictMissingError
+	if errors.As(err, &se) && len(se.Errors) > 0 {
+		row, _ := se.Errors[0].Position()
+		key := strings.Join(se.Errors[0].Key(), ".")
+		return &ConfigError{File: path, Line: row, Msg: fmt.Sprintf("unknown key %q", key)}
+	}
+	return &ConfigError{File: path, Msg: err.Error()}
+}
+
+// locate finds the line of key in the idx-th occurrence of table (""
+// for the top level, "tier" for the idx-th [[tier]]), or of the table
+// header itself when key is "".
+func locate(src []byte, table string, idx int, key string) int {
+	cur, n := "", 0
+	seen := map[string]int{}
+	for i, line := range strings.Split(string(src), "\n") {
+		l, _, _ := strings.Cut(line, "#")
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			cur = strings.Trim(l, "[] ")
+			n = seen[cur]
+			seen[cur]++
+			if key == "" && cur == table && n == idx {
+				return i + 1
+			}
+			continue
+		}
+		if k, _, ok := strings.Cut(l, "="); ok && key != "" && cur == table && n == idx &&
+			strings.TrimSpace(k) == key {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func (c *Config) applyEnv() error {
+	if v := os.Getenv("AUGUR_DATASET"); v != "" {
+		c.Roots = strings.Split(v, ":")
+	}
+	if v := os.Getenv("AUGUR_TIERS"); v != "" {
+		tiers, err := ParseTiers(v)
+		if err != nil {
+			return fmt.Errorf("AUGUR_TIERS: %w", err)
+		}
+		c.Tiers = tiers
+	}
+	if v := os.Getenv("AUGUR_POLICY"); v != "" {
+		if !validPolicy(v) {
+			return fmt.Errorf("AUGUR_POLICY: %s", badPolicy(v))
+		}
+		c.Policy = v
+	}
+	if v := os.Getenv("AUGUR_SEED"); v != "" {
+		s, err := strconv.ParseInt(v, 0, 64)
+		if err != nil {
+			return fmt.Errorf("AUGUR_SEED: %q is not an integer", v)
+		}
+		c.Seed = s
+	}
+	if v := os.Getenv("AUGUR_LOG"); v != "" {
+		level, file, _ := strings.Cut(v, ":")
+		if !validLevel(level) {
+			return fmt.Errorf("AUGUR_LOG: %s", badLevel(level))
+		}
+		c.LogLevel, c.LogFile = level, file
+	}
+	return nil
+}
+
+// ParseTiers reads DIR[:SIZE],DIR[:SIZE],... (fastest first). Without a
+// size a tier gets half of the free space of its filesystem.
+func ParseTiers(s string) ([]tiering.Tier, error) {
+	var tiers []tiering.Tier
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		dir, size := item, ""
+		if i := strings.LastIndex(item, ":"); i > 0 {
+			dir, size = item[:i], item[i+1:]
+		}
+		t := tiering.Tier{Path: dir}
+		if size == "" {
+			t.Capacity = freeSpace(dir) / 2
+		} else {
+			n, err := ParseSize(size)
+			if err != nil {
+				return nil, fmt.Errorf("tier %s: %w", dir, err)
+			}
+			t.Capacity = n
+		}
+		tiers = append(tiers, t)
+	}
+	if len(tiers) == 0 {
+		return nil, errors.New("no tier given (format: DIR:SIZE,DIR:SIZE)")
+	}
+	return tiers, nil
+}
+
+// DefaultTiers is the built-in hierarchy: a RAM tier under /dev/shm
+// holding at most a quarter of the memory available now, and a disk tier
+// under the temporary directory holding at most half of its free space.
+func DefaultTiers() []tiering.Tier {
+	uid := os.Getuid()
+	var tiers []tiering.Tier
+	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
+		tiers = append(tiers, tiering.Tier{
+			Path:     fmt.Sprintf("/dev/shm/augur-%d", uid),
+			Capacity: memAvailable() / 4,
+		})
+	}
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("augur-%d", uid))
+	tiers = append(tiers, tiering.Tier{Path: tmp, Capacity: freeSpace(os.TempDir()) / 2})
+	return tiers
+}
+
+// check normalises paths and rejects what cannot work.
+func (c *Config) check() error {
+	for i, r := range c.Roots {
+		abs, err := filepath.Abs(r)
+		if err != nil || r == "" {
+			return fmt.Errorf("dataset root %q is not a path", r)
+		}
+		c.Roots[i] = abs
+	}
+	for i := range c.Tiers {
+		t := &c.Tiers[i]
+		abs, err := filepath.Abs(t.Path)
+		if err != nil || t.Path == "" {
+			return fmt.Errorf("tier %q is not a path", t.Path)
+		}
+		t.Path = abs
+		if t.Threads == 0 {
+			t.Threads = 4
+		}
+		for _, r := range c.Roots {
+			if within(t.Path, r) || within(r, t.Path) {
+				return fmt.Errorf("tier %s and dataset root %s overlap", t.Path, r)
+			}
+		}
+	}
+	if len(c.Tiers) > MaxTiers {
+		return fmt.Errorf("%d tiers given; at most %d are supported", len(c.Tiers), MaxTiers)
+	}
+	return nil
+}
+
+// within says whether p is dir or inside it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func validPolicy(p string) bool {
+	for _, q := range Policies {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+func badPolicy(p string) string {
+	return fmt.Sprintf("unknown policy %q (known: %s)", p, strings.Join(Policies, ", "))
+}
+
+var levels = []string{"debug", "info", "warn", "error", "off"}
+
+func validLevel(l string) bool {
+	for _, x := range levels {
+		if l == x {
+			return true
+		}
+	}
+	return false
+}
+
+func badLevel(l string) string {
+	return fmt.Sprintf("unknown log level %q (known: %s)", l, strings.Join(levels, ", "))
+}
+
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb int64
+		if n, _ := fmt.Sscanf(sc.Text(), "MemAvailable: %d kB", &kb); n == 1 {
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// freeSpace is the space available to us on the filesystem holding dir
+// (or its nearest existing parent).
+func freeSpace(dir string) int64 {
+	for d := dir; ; d = filepath.Dir(d) {
+		var fs unix.Statfs_t
+		if unix.Statfs(d, &fs) == nil {
+			return int64(fs.Bavail) * fs.Bsize
+		}
+		if d == "/" || d == "." {
+			return 0
+		}
+	}
+}

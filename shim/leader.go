@@ -1,0 +1,201 @@
+package shim
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// Leader runs the control plane of one job on one node.
+type Leader struct {
+	cfg   *Config
+	seg   *Segment
+	log   zerolog.Logger
+	lock  *os.File
+	tiers []tierState
+	ring  ringReader
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// tierState is the leader's view of one tier.
+type tierState struct {
+	tiering.Tier
+	lock  *tiering.Lock // nil: another process writes this tier
+	usage tiering.Usage
+}
+
+// pollInterval is how often the leader reads the ring when it is idle.
+const pollInterval = 5 * time.Millisecond
+
+// Lead makes this process the job's leader if no live process is:
+// it validates the tiers, marks the segment ready for the data plane and
+// starts consuming the event ring. It returns nil, nil when another
+// process leads.
+func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
+	lock, err := jobLock(seg.Job)
+	if lock == nil || err != nil {
+		return nil, err
+	}
+	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	l.publishIdentity()
+	l.openTiers()
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
+	go l.run()
+	return l, nil
+}
+
+// jobLock takes the job's leader lock, a POSIX record lock: it is not
+// inherited by forked children and vanishes with its holder.
+func jobLock(job string) (*os.File, error) {
+	path := filepath.Join(SegmentDir, segPrefix+job+".leader")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+func (l *Leader) publishIdentity() {
+	ld := &l.seg.s.leader
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&ld.pid)), int32(os.Getpid()))
+	setU64(&ld.started_ns, uint64(time.Now().UnixNano()))
+	setString(&ld.policy[0], len(ld.policy), l.cfg.Policy)
+	for i, t := range l.cfg.Tiers {
+		setString(&ld.tiers[i][0], len(ld.tiers[i]), t.Path)
+		setU64(&ld.tier_capacity[i], uint64(t.Capacity))
+	}
+}
+
+// openTiers prepares, locks and validates every tier. A tier another
+// process writes is left to it; a tier that cannot be prepared is
+// reported and skipped (the data plane finds no copies there).
+func (l *Leader) openTiers() {
+	var stale uint64
+	for _, t := range l.cfg.Tiers {
+		ts := tierState{Tier: t}
+		if err := t.Prepare(); err != nil {
+			l.log.Warn().Msgf("%v; tier not used", err)
+			l.tiers = append(l.tiers, ts)
+			continue
+		}
+		lock, err := tiering.TryLock(t.Path)
+		switch {
+		case err == nil:
+			ts.lock = lock
+			rep := tiering.Validate(t)
+			ts.usage = rep.Usage
+			stale += uint64(rep.Stale)
+			for _, e := range rep.Errors {
+				l.log.Warn().Msgf("tier %s: could not check a copy: %v", t.Path, e)
+			}
+		case errors.Is(err, tiering.ErrLocked):
+			l.log.Info().Msgf("%v; serving its copies without writing", err)
+			ts.usage = tiering.UsageOf(t)
+		default:
+			l.log.Warn().Msgf("tier %s: %v; tier not used", t.Path, err)
+		}
+		l.tiers = append(l.tiers, ts)
+	}
+	setU64(&l.seg.s.leader.stale_removed, stale)
+	l.publishUsage()
+}
+
+func (l *Leader) publishUsage() {
+	ld := &l.seg.s.leader
+	for i, t := range l.tiers {
+		setU64(&ld.tier_used[i], uint64(t.usage.Bytes))
+		setU64(&ld.tier_files[i], uint64(t.usage.Files))
+	}
+}
+
+// run consumes the event ring until Close.
+func (l *Leader) run() {
+	defer close(l.done)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	recount := false
+	for {
+		l.ring.poll(1024, func(ev Event) {
+			if ev.Kind == EvInvalidate {
+				recount = true
+			}
+		})
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		if recount {
+			for i := range l.tiers {
+				l.tiers[i].usage = tiering.UsageOf(l.tiers[i].Tier)
+			}
+			l.publishUsage()
+			recount = false
+		}
+	}
+}
+
+// Close stops the leader and releases its locks. The segment stays, so
+// augur stat can show the job after it ended.
+func (l *Leader) Close() {
+	close(l.stop)
+	<-l.done
+	l.ring.poll(1<<30, func(Event) {})
+	for _, t := range l.tiers {
+		t.lock.Unlock()
+	}
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&l.seg.s.leader.pid)), 0)
+	l.lock.Close()
+}
+
+// Campaign tries to lead now and then every interval until it does, so
+// leadership passes on when a leader dies. It never returns.
+func Campaign(cfg *Config, seg *Segment, log zerolog.Logger, interval time.Duration) {
+	for {
+		l, err := Lead(cfg, seg, log)
+		if err != nil {
+			log.Warn().Msgf("leader lock: %v", err)
+			return
+		}
+		if l != nil {
+			return
+		}
+		time.Sleep(interval)
+	}
+}
+
+// RootForms is what the data plane matches paths against: every root as
+// given and, when it differs, with its symlinks resolved.
+func (c *Config) RootForms() []string {
+	var forms []string
+	for _, r := range c.Roots {
+		forms = append(forms, r)
+		if real, err := filepath.EvalSymlinks(r); err == nil && real != r {
+			forms = append(forms, real)
+		}
+	}
+	return forms
+}
+
+// String is a one-line summary for messages.
+func (c *Config) String() string {
+	return fmt.Sprintf("roots=%v tiers=%d policy=%s", c.Roots, len(c.Tiers), c.Policy)
+}

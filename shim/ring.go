@@ -1,0 +1,87 @@
+package shim
+
+/*
+#include "../intercept.h"
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+)
+
+// Event kinds, as the data plane writes them.
+const (
+	EvOpen       = C.AUGUR_EV_OPEN
+	EvClose      = C.AUGUR_EV_CLOSE
+	EvInvalidate = C.AUGUR_EV_INVALIDATE
+)
+
+// Event is one access reported by the data plane.
+type Event struct {
+	Kind      int
+	Tier      int // -1: served from the original
+	PID       int
+	Rank      int
+	FD        int
+	Bytes     uint64 // Close: bytes read through the descriptor
+	Path      string // absolute source path ("" for Close)
+	Hash      uint64 // FNV-1a of the full path
+	Truncated bool   // Path was cut; Hash is exact
+	TimeNS    uint64 // CLOCK_MONOTONIC
+}
+
+// stuckAfter is how long a claimed but unfinished slot is waited for
+// before it is skipped: its producer was killed mid-write.
+const stuckAfter = 200 * time.Millisecond
+
+// ringReader consumes the ring. Only the leader has one.
+type ringReader struct {
+	seg        *Segment
+	stuckSince time.Time
+}
+
+// poll hands up to max complete events to fn, in order, and returns how
+// many it consumed.
+func (rr *ringReader) poll(max int, fn func(Event)) int {
+	r := &rr.seg.s.ring
+	n := 0
+	for n < max {
+		tail, head := u64(&r.tail), u64(&r.head)
+		if tail == head {
+			break
+		}
+		ev := &r.slots[tail&(C.AUGUR_RING_SLOTS-1)]
+		if u64(&ev.seq) != tail+1 {
+			if rr.stuckSince.IsZero() {
+				rr.stuckSince = time.Now()
+			}
+			if time.Since(rr.stuckSince) < stuckAfter {
+				break
+			}
+			addU64(&rr.seg.s.leader.lost, 1)
+		} else {
+			fn(decode(ev))
+			n++
+		}
+		rr.stuckSince = time.Time{}
+		setU64(&r.tail, tail+1)
+	}
+	addU64(&rr.seg.s.leader.events, uint64(n))
+	return n
+}
+
+func decode(ev *C.struct_augur_event) Event {
+	return Event{
+		Kind:      int(ev.kind),
+		Tier:      int(ev.tier),
+		PID:       int(ev.pid),
+		Rank:      int(ev.rank),
+		FD:        int(ev.fd),
+		Bytes:     uint64(ev.bytes),
+		Path:      C.GoStringN((*C.char)(unsafe.Pointer(&ev.path[0])), C.int(ev.pathlen)),
+		Hash:      uint64(ev.hash),
+		Truncated: ev.flags&C.AUGUR_EVF_TRUNCATED != 0,
+		TimeNS:    uint64(ev.ts_ns),
+	}
+}

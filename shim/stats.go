@@ -1,0 +1,95 @@
+package shim
+
+/*
+#include "../intercept.h"
+*/
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// TierStats is one tier's line in augur stat.
+type TierStats struct {
+	Path     string `json:"path"`
+	Capacity uint64 `json:"capacity"`
+	Used     uint64 `json:"used"`
+	Files    uint64 `json:"files"`
+	Hits     uint64 `json:"hits"`
+	Bytes    uint64 `json:"bytes_read"`
+}
+
+// Stats is a snapshot of a job's counters.
+type Stats struct {
+	Job           string      `json:"job"`
+	Segment       string      `json:"segment"`
+	LeaderPID     int         `json:"leader_pid"`
+	LeaderAlive   bool        `json:"leader_alive"`
+	Ready         bool        `json:"ready"`
+	Policy        string      `json:"policy"`
+	Processes     uint64      `json:"processes"`
+	Opens         uint64      `json:"opens"`
+	Misses        uint64      `json:"misses"`
+	OriginalBytes uint64      `json:"original_bytes_read"`
+	WriteOpens    uint64      `json:"write_opens"`
+	Invalidated   uint64      `json:"invalidated"`
+	TierErrors    uint64      `json:"tier_errors"`
+	RingDropped   uint64      `json:"ring_dropped"`
+	Untracked     uint64      `json:"untracked"`
+	StaleRemoved  uint64      `json:"stale_removed"`
+	Copies        uint64      `json:"copies"`
+	CopyBytes     uint64      `json:"copy_bytes"`
+	Events        uint64      `json:"events"`
+	Lost          uint64      `json:"events_lost"`
+	Tiers         []TierStats `json:"tiers"`
+}
+
+// Stats reads the segment's counters.
+func (s *Segment) Stats() Stats {
+	c, l := &s.s.counters, &s.s.leader
+	st := Stats{
+		Job:           s.Job,
+		Segment:       s.Path,
+		LeaderPID:     int(l.pid),
+		Ready:         l.ready != 0,
+		Policy:        C.GoString(&l.policy[0]),
+		Processes:     u64(&c.processes),
+		Opens:         u64(&c.opens),
+		Misses:        u64(&c.misses),
+		OriginalBytes: u64(&c.bytes[MaxTiers]),
+		WriteOpens:    u64(&c.write_opens),
+		Invalidated:   u64(&c.invalidated),
+		TierErrors:    u64(&c.tier_errors),
+		RingDropped:   u64(&c.ring_dropped),
+		Untracked:     u64(&c.untracked),
+		StaleRemoved:  u64(&l.stale_removed),
+		Copies:        u64(&l.copies),
+		CopyBytes:     u64(&l.copy_bytes),
+		Events:        u64(&l.events),
+		Lost:          u64(&l.lost),
+	}
+	st.LeaderAlive = st.LeaderPID > 0 && syscall.Kill(st.LeaderPID, 0) == nil
+	for i := 0; i < MaxTiers; i++ {
+		path := C.GoString(&l.tiers[i][0])
+		if path == "" {
+			break
+		}
+		st.Tiers = append(st.Tiers, TierStats{
+			Path:     path,
+			Capacity: u64(&l.tier_capacity[i]),
+			Used:     u64(&l.tier_used[i]),
+			Files:    u64(&l.tier_files[i]),
+			Hits:     u64(&c.hits[i]),
+			Bytes:    u64(&c.bytes[i]),
+		})
+	}
+	return st
+}
+
+// setString copies s into a fixed C char array, NUL-terminated.
+func setString(dst *C.char, n int, s string) {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), n)
+	m := copy(b[:n-1], s)
+	b[m] = 0
+}
