@@ -1,0 +1,83 @@
+package test
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Observer counts the opens the kernel performs on files under some
+// directories, with inotify: an account of what really happened that does
+// not depend on anything the shim says about itself. Events are queued by
+// the kernel at the moment of the open, so once the observed program has
+// exited, Stop sees all of them.
+type Observer struct {
+	t     *testing.T
+	fd    int
+	mu    sync.Mutex
+	dirs  map[int32]string // watch descriptor → directory
+	opens map[string]int   // path → IN_OPEN count
+}
+
+// Observe watches every directory under each root (which must exist).
+func Observe(t *testing.T, roots ...string) *Observer {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	must(t, err)
+	o := &Observer{t: t, fd: fd, dirs: map[int32]string{}, opens: map[string]int{}}
+	for _, r := range roots {
+		filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				wd, err := unix.InotifyAddWatch(fd, p, unix.IN_OPEN)
+				must(t, err)
+				o.dirs[int32(wd)] = p
+			}
+			return nil
+		})
+	}
+	return o
+}
+
+// Stop drains the queued events and closes the observer.
+func (o *Observer) Stop() {
+	o.drain()
+	unix.Close(o.fd)
+}
+
+func (o *Observer) drain() {
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := unix.Read(o.fd, buf)
+		if errors.Is(err, unix.EAGAIN) || n <= 0 {
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			for len(name) > 0 && name[len(name)-1] == 0 {
+				name = name[:len(name)-1]
+			}
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				o.t.Fatal("inotify queue overflowed: observation incomplete")
+			}
+			if dir, ok := o.dirs[ev.Wd]; ok && len(name) > 0 && ev.Mask&unix.IN_ISDIR == 0 {
+				o.mu.Lock()
+				o.opens[filepath.Join(dir, string(name))]++
+				o.mu.Unlock()
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+}
+
+// Opens returns how many times path was opened (call after Stop).
+func (o *Observer) Opens(path string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.opens[path]
+}
