@@ -13,9 +13,9 @@ import (
 // sha256 of the bytes it got.
 var pyReaders = map[string]string{
 	"open.read": `hashlib.sha256(open(p, 'rb').read()).hexdigest()`,
-	"os.read": `(lambda fd: (hashlib.sha256(b''.join(iter(lambda: os.read(fd, 65536), b''))).hexdigest(), os.close(fd))[0])(os.open(p, os.O_RDONLY))`,
-	"os.pread": `(lambda fd: (hashlib.sha256(os.pread(fd, os.fstat(fd).st_size, 0)).hexdigest(), os.close(fd))[0])(os.open(p, os.O_RDONLY))`,
-	"mmap": `(lambda f: hashlib.sha256(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)[:]).hexdigest())(open(p, 'rb'))`,
+	"os.read":   `(lambda fd: (hashlib.sha256(b''.join(iter(lambda: os.read(fd, 65536), b''))).hexdigest(), os.close(fd))[0])(os.open(p, os.O_RDONLY))`,
+	"os.pread":  `(lambda fd: (hashlib.sha256(os.pread(fd, os.fstat(fd).st_size, 0)).hexdigest(), os.close(fd))[0])(os.open(p, os.O_RDONLY))`,
+	"mmap":      `(lambda f: hashlib.sha256(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)[:]).hexdigest())(open(p, 'rb'))`,
 }
 
 func TestPythonReaders(t *testing.T) {
