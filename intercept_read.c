@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <linux/close_range.h>
+#include <sys/syscall.h>
 
 #define CALL_OR_ENOSYS(fn, ...)                                        \
 	(augur_real.fn ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
@@ -65,14 +66,23 @@ AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *o
  * mmap is also called by the Go runtime for its heap (through cgo) before
  * it is ready: anonymous mappings and fd < 0 go straight to libc, and
  * nothing here ever waits or enters Go.
+ *
+ * The Go runtime of the library starts on its own thread from the
+ * library's initialiser, which can run before augur_ctor has resolved the
+ * real symbols. Its first heap mappings then find augur_real.mmap still
+ * NULL; failing them with ENOSYS made the runtime die with "cannot
+ * allocate memory" in about half of the Python runs. So an unresolved
+ * mmap is the system call itself, which is all libc's mmap is here.
  */
+static void *raw_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
 AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	if (!augur_real.mmap) {
-		errno = ENOSYS;
-		return MAP_FAILED;
-	}
-	void *p = augur_real.mmap(addr, len, prot, flags, fd, off);
+	void *p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off)
+				  : raw_mmap(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_account(fd, (ssize_t)len);
 	return p;
@@ -80,11 +90,8 @@ AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off
 
 AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
-	if (!augur_real.mmap64) {
-		errno = ENOSYS;
-		return MAP_FAILED;
-	}
-	void *p = augur_real.mmap64(addr, len, prot, flags, fd, off);
+	void *p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
+				    : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
 	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_account(fd, (ssize_t)len);
 	return p;
