@@ -135,16 +135,16 @@ func (c *Config) readFile(path string) error {
 
 // tomlError turns a go-toml error into file:line: message.
 func tomlError(path string, err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, _ := de.Position()
-		return &ConfigError{File: path, Line: row, Msg: de.Error()}
-	}
 	var se *toml.StrictMissingError
 	if errors.As(err, &se) && len(se.Errors) > 0 {
 		row, _ := se.Errors[0].Position()
 		key := strings.Join(se.Errors[0].Key(), ".")
 		return &ConfigError{File: path, Line: row, Msg: fmt.Sprintf("unknown key %q", key)}
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		return &ConfigError{File: path, Line: row, Msg: de.Error()}
 	}
 	return &ConfigError{File: path, Msg: err.Error()}
 }

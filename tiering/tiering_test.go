@@ -1,0 +1,176 @@
+package tiering
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestCopyPathRoundTrip(t *testing.T) {
+	cases := map[string]string{
+		"/pfs/ds/a.jpg":         "/t/files/pfs@/ds@/a.jpg",
+		"/a":                    "/t/files/a",
+		"/x/y@/z":               "/t/files/x@/y@@/z",
+		"/with space/ünï/c.png": "/t/files/with space@/ünï@/c.png",
+	}
+	for src, want := range cases {
+		got, err := CopyPath("/t", src)
+		if err != nil || got != want {
+			t.Errorf("CopyPath(%q) = %q, %v; want %q", src, got, err, want)
+		}
+		back, ok := SourcePath("/t", got)
+		if !ok || back != src {
+			t.Errorf("SourcePath(%q) = %q, %v; want %q", got, back, ok, src)
+		}
+	}
+	for _, bad := range []string{"rel/a", "/", "/a/../b", "/a/b@", "/a//b"} {
+		if _, err := CopyPath("/t", bad); !errors.Is(err, ErrNotCopyable) {
+			t.Errorf("CopyPath(%q) err = %v, want ErrNotCopyable", bad, err)
+		}
+	}
+	if _, ok := SourcePath("/t", "/t/files/a/b"); ok {
+		t.Error("SourcePath accepted a directory without its mark")
+	}
+}
+
+// newTier makes a prepared tier in a temp dir and a source directory.
+func newTier(t *testing.T, capacity int64) (Tier, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tier := Tier{Path: filepath.Join(dir, "tier"), Capacity: capacity, Threads: 2}
+	if err := tier.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	return tier, src
+}
+
+func write(t *testing.T, p string, data []byte) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPublishCopiesBytesModeAndTimes(t *testing.T) {
+	tier, src := newTier(t, 1<<20)
+	p := filepath.Join(src, "d", "f.bin")
+	data := bytes.Repeat([]byte("augur"), 1000)
+	write(t, p, data)
+	old := time.Date(2020, 1, 2, 3, 4, 5, 6789, time.UTC)
+	os.Chtimes(p, old, old)
+	n, err := Publish(tier, p)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Publish = %d, %v", n, err)
+	}
+	cp, _ := CopyPath(tier.Path, p)
+	got, err := os.ReadFile(cp)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("copy content differs (%v)", err)
+	}
+	ci, _ := os.Stat(cp)
+	if ci.Mode().Perm() != 0o640 || !ci.ModTime().Equal(old) {
+		t.Errorf("copy mode %v mtime %v, want 0640 %v", ci.Mode().Perm(), ci.ModTime(), old)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(tier.Path, tmpDir)); len(entries) != 0 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	if _, err := Publish(tier, src); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Publish(dir) = %v, want ErrNotRegular", err)
+	}
+}
+
+func TestValidateRemovesStaleKeepsFresh(t *testing.T) {
+	tier, src := newTier(t, 1<<20)
+	keep := filepath.Join(src, "keep")
+	grown := filepath.Join(src, "grown")
+	touched := filepath.Join(src, "touched")
+	gone := filepath.Join(src, "gone")
+	for _, p := range []string{keep, grown, touched, gone} {
+		write(t, p, []byte("0123456789"))
+		if _, err := Publish(tier, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, grown, []byte("0123456789abc"))
+	later := time.Now().Add(time.Hour)
+	os.Chtimes(touched, later, later)
+	os.Remove(gone)
+	write(t, filepath.Join(tier.Path, tmpDir, "copy-crashed"), []byte("partial"))
+
+	rep := Validate(tier)
+	if rep.Stale != 3 || rep.Files != 1 || rep.Bytes != 10 || len(rep.Errors) != 0 {
+		t.Fatalf("Validate = %+v, want 3 stale, 1 file of 10 bytes", rep)
+	}
+	for p, want := range map[string]bool{keep: true, grown: false, touched: false, gone: false} {
+		cp, _ := CopyPath(tier.Path, p)
+		if _, err := os.Stat(cp); (err == nil) != want {
+			t.Errorf("%s: copy present = %v, want %v", p, err == nil, want)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(tier.Path, tmpDir)); len(entries) != 0 {
+		t.Errorf("temporary files survived validation: %v", entries)
+	}
+}
+
+func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
+	fast, src := newTier(t, 25)
+	slow := Tier{Path: filepath.Join(filepath.Dir(fast.Path), "slow"), Capacity: 15, Threads: 1}
+	slow.Prepare()
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		write(t, filepath.Join(src, name), []byte("0123456789"))
+	}
+	tiers := []Tier{fast, slow}
+	res := Warm(tiers, make([]Usage, 2), []string{src})
+	if len(res.Errors) != 0 {
+		t.Fatal(res.Errors)
+	}
+	if res.Copied[0].Files != 2 || res.Copied[1].Files != 1 || res.Unfit != 2 {
+		t.Fatalf("Warm = %+v, want 2 in fast, 1 in slow, 2 unfit", res)
+	}
+	again := Warm(tiers, []Usage{UsageOf(fast), UsageOf(slow)}, []string{src})
+	if again.Present != 3 || again.Copied[0].Files+again.Copied[1].Files != 0 {
+		t.Fatalf("second Warm = %+v, want 3 present and nothing copied", again)
+	}
+}
+
+func TestLockExcludesOtherProcesses(t *testing.T) {
+	tier, _ := newTier(t, 1)
+	l, err := TryLock(tier.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A POSIX lock is per process: probe from another process.
+	cmd := exec.Command(os.Args[0], "-test.run=TestLockHelper")
+	cmd.Env = append(os.Environ(), "AUGUR_LOCK_PROBE="+tier.Path)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("locked by another process")) {
+		t.Fatalf("probe while locked: %v\n%s", err, out)
+	}
+	l.Unlock()
+	cmd = exec.Command(os.Args[0], "-test.run=TestLockHelper")
+	cmd.Env = append(os.Environ(), "AUGUR_LOCK_PROBE="+tier.Path)
+	out, err = cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("acquired")) {
+		t.Fatalf("probe after unlock: %v\n%s", err, out)
+	}
+}
+
+// TestLockHelper runs only as the child of TestLockExcludesOtherProcesses.
+func TestLockHelper(t *testing.T) {
+	dir := os.Getenv("AUGUR_LOCK_PROBE")
+	if dir == "" {
+		return
+	}
+	if _, err := TryLock(dir); err != nil {
+		os.Stdout.WriteString(err.Error() + "\n")
+		return
+	}
+	os.Stdout.WriteString("acquired\n")
+}
