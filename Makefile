@@ -10,7 +10,7 @@ CHDR    := $(wildcard intercept*.h)
 GOSRC   := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CWARN   := -Wall -Wextra -Werror
 
-.PHONY: all build test unit cstrict integration deps demo clean
+.PHONY: all build test unit cstrict integration deps demo clean bench-shim
 all: build
 build: $(BUILD)/libaugur.so $(BUILD)/augur
 
@@ -46,3 +46,7 @@ demo: build
 
 clean:
 	rm -rf $(BUILD)
+
+# The shim's own overhead, side by side (issue 2's benchmark).
+bench-shim: build
+	$(GO) run ./bench/shimbench -json bench/results/shim.json

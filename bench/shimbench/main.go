@@ -1,0 +1,248 @@
+// Command shimbench measures what the shim costs, side by side in one
+// run, as ratios of "with the shim" to "without":
+//
+//	(a) non-dataset open+read+close of a small file, and a 4 KiB pread
+//	    from the page cache (target: under 3%);
+//	(b) reading dataset files through the shim while they are in the RAM
+//	    tier vs. reading the tier files directly (target: under 5%);
+//	(c) the start-up cost the preload adds to /bin/true.
+//
+// The readers are a small C program (bench/c/micro.c) calling libc, as
+// training frameworks do. Each pair is measured in alternating rounds and
+// the medians compared, so drift on a shared machine hits both sides.
+//
+//	go run ./bench/shimbench [-rounds 9] [-json FILE]
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/rs/zerolog"
+)
+
+// Result is one measured pair.
+type Result struct {
+	Name    string  `json:"name"`
+	Without float64 `json:"without_ns"`
+	With    float64 `json:"with_ns"`
+	Ratio   float64 `json:"ratio"`
+	Target  float64 `json:"target_ratio,omitempty"`
+}
+
+func main() {
+	rounds := flag.Int("rounds", 9, "alternating rounds per measurement")
+	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	lib := flag.String("lib", "build/libaugur.so", "the shim library")
+	flag.Parse()
+	if err := run(*rounds, *lib, *jsonOut); err != nil {
+		fmt.Fprintln(os.Stderr, "shimbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(rounds int, lib, jsonOut string) error {
+	lib, _ = filepath.Abs(lib)
+	if _, err := os.Stat(lib); err != nil {
+		return fmt.Errorf("%s: %w (run make build)", lib, err)
+	}
+	w, err := newWorld(lib)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	results := []Result{
+		w.pair("(a) open+read+close, non-dataset", 0.03, rounds,
+			[]string{"orc", w.small, "40000"}, []string{"orc", w.small, "40000"}),
+		w.pair("(a) pread 4 KiB, page cache", 0.03, rounds,
+			[]string{"pread", w.small, "200000"}, []string{"pread", w.small, "200000"}),
+		w.pair("(b) dataset files from the RAM tier", 0.05, rounds,
+			[]string{"files", w.copyList, "20"}, []string{"files", w.dataList, "20"}),
+		w.startup(rounds),
+	}
+	fmt.Printf("%-40s %14s %14s %8s %8s\n", "measurement", "without", "with shim", "ratio", "target")
+	for _, r := range results {
+		target := "-"
+		if r.Target > 0 {
+			target = fmt.Sprintf("<%.2f", 1+r.Target)
+		}
+		fmt.Printf("%-40s %11.0f ns %11.0f ns %8.3f %8s\n", r.Name, r.Without, r.With, r.Ratio, target)
+	}
+	fmt.Printf("(%d alternating rounds, medians; %d files of %d KiB in (b); %s)\n",
+		rounds, nFiles, fileSize>>10, runtime.Version())
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+const (
+	nFiles   = 256
+	fileSize = 128 << 10
+)
+
+// world is the scratch setup: a dataset on disk, its copies in a RAM
+// tier, a small non-dataset file, and this process as the job's leader
+// (as `augur run` would be), so the measured processes only serve.
+type world struct {
+	dir, ram, micro, lib string
+	small                string
+	dataList, copyList   string
+	env                  []string
+	leader               *shim.Leader
+	seg                  *shim.Segment
+}
+
+func newWorld(lib string) (*world, error) {
+	dir, err := os.MkdirTemp("", "shimbench-")
+	if err != nil {
+		return nil, err
+	}
+	ram, err := os.MkdirTemp("/dev/shm", "shimbench-")
+	if err != nil {
+		return nil, err
+	}
+	w := &world{dir: dir, ram: ram, lib: lib, micro: filepath.Join(dir, "micro")}
+	src := filepath.Join(filepath.Dir(lib), "..", "bench", "c", "micro.c")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", w.micro, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("gcc micro.c: %v\n%s", err, out)
+	}
+	w.small = filepath.Join(dir, "small")
+	os.WriteFile(w.small, make([]byte, 4096), 0o644)
+	if err := w.makeDataset(); err != nil {
+		return nil, err
+	}
+	job := "shimbench-" + strconv.Itoa(os.Getpid())
+	w.env = append(os.Environ(), "AUGUR_DATASET="+filepath.Join(dir, "ds"),
+		"AUGUR_TIERS="+ram+":1GiB", "AUGUR_JOB="+job, "AUGUR_LOG=error")
+	for _, kv := range w.env[len(w.env)-4:] {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	cfg, err := shim.Load()
+	if err != nil {
+		return nil, err
+	}
+	if w.seg, err = shim.AttachSegment(job); err != nil {
+		return nil, err
+	}
+	w.leader, err = shim.Lead(cfg, w.seg, zerolog.Nop())
+	return w, err
+}
+
+// makeDataset writes the files, publishes each into the RAM tier, and
+// lists both the dataset paths and the copy paths.
+func (w *world) makeDataset() error {
+	tier := tiering.Tier{Path: w.ram, Capacity: 1 << 30}
+	if err := tier.Prepare(); err != nil {
+		return err
+	}
+	var data, copies []string
+	buf := make([]byte, fileSize)
+	for i := 0; i < nFiles; i++ {
+		p := filepath.Join(w.dir, "ds", fmt.Sprintf("c%d", i%8), fmt.Sprintf("f%04d.bin", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		rand.Read(buf)
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			return err
+		}
+		if _, err := tiering.Publish(tier, p); err != nil {
+			return err
+		}
+		cp, _ := tiering.CopyPath(w.ram, p)
+		data, copies = append(data, p), append(copies, cp)
+	}
+	w.dataList = filepath.Join(w.dir, "data.list")
+	w.copyList = filepath.Join(w.dir, "copy.list")
+	os.WriteFile(w.dataList, []byte(strings.Join(data, "\n")+"\n"), 0o644)
+	return os.WriteFile(w.copyList, []byte(strings.Join(copies, "\n")+"\n"), 0o644)
+}
+
+func (w *world) close() {
+	w.leader.Close()
+	os.RemoveAll(w.dir)
+	os.RemoveAll(w.ram)
+	os.Remove(w.seg.Path)
+	os.Remove(strings.TrimSuffix(w.seg.Path, ".seg") + ".leader")
+}
+
+// micro runs the C reader once and returns its ns per operation.
+func (w *world) microRun(preload bool, args []string) float64 {
+	cmd := exec.Command(w.micro, args...)
+	cmd.Env = w.env
+	if preload {
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shimbench: %v: %v\n%s", args, err, out)
+		os.Exit(1)
+	}
+	var ns float64
+	fmt.Sscanf(strings.TrimSpace(string(out)), "ns_per_op %f", &ns)
+	return ns
+}
+
+// pair measures without (plain args) and with the shim (shim args) in
+// alternating rounds.
+func (w *world) pair(name string, target float64, rounds int, plain, withShim []string) Result {
+	var a, b []float64
+	w.microRun(false, plain) // warm the page cache
+	for i := 0; i < rounds; i++ {
+		if i%2 == 0 {
+			a = append(a, w.microRun(false, plain))
+			b = append(b, w.microRun(true, withShim))
+		} else {
+			b = append(b, w.microRun(true, withShim))
+			a = append(a, w.microRun(false, plain))
+		}
+	}
+	return result(name, target, a, b)
+}
+
+// startup times /bin/true with and without the preload.
+func (w *world) startup(rounds int) Result {
+	const perRound = 40
+	timeIt := func(preload bool) float64 {
+		t0 := time.Now()
+		for i := 0; i < perRound; i++ {
+			cmd := exec.Command("/bin/true")
+			cmd.Env = w.env
+			if preload {
+				cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
+			}
+			cmd.Run()
+		}
+		return float64(time.Since(t0).Nanoseconds()) / perRound
+	}
+	var a, b []float64
+	for i := 0; i < rounds; i++ {
+		a = append(a, timeIt(false))
+		b = append(b, timeIt(true))
+	}
+	return result("(c) start-up of /bin/true", 0, a, b)
+}
+
+func result(name string, target float64, a, b []float64) Result {
+	ma, mb := median(a), median(b)
+	return Result{Name: name, Without: ma, With: mb, Ratio: mb / ma, Target: target}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
