@@ -152,7 +152,7 @@ func TestDistributedSamplerPartition(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 10, 11} {
 		for _, r := range []int{1, 2, 3, 4, 12} {
 			for _, drop := range []bool{false, true} {
-				perm := NewTorchGenerator(5 + 2).Randperm(n, TorchVersion{})
+				perm := NewTorchGenerator(5+2).Randperm(n, TorchVersion{})
 				var all []int
 				var per [][]int
 				for rank := 0; rank < r; rank++ {
