@@ -6,6 +6,7 @@
 //	augur stat [--json] [--watch]       counters of the running or last job
 //	augur check [--config F]            validate the configuration
 //	augur clean                         remove tier copies and old job state
+//	augur pfsemu --source D --mount M   emulate a parallel filesystem
 package main
 
 import (
@@ -16,11 +17,12 @@ import (
 // commands maps a subcommand to its implementation, which returns the
 // process exit status.
 var commands = map[string]func(args []string) int{
-	"run":   cmdRun,
-	"warm":  cmdWarm,
-	"stat":  cmdStat,
-	"check": cmdCheck,
-	"clean": cmdClean,
+	"run":    cmdRun,
+	"warm":   cmdWarm,
+	"stat":   cmdStat,
+	"check":  cmdCheck,
+	"clean":  cmdClean,
+	"pfsemu": cmdPfsemu,
 }
 
 const usage = `usage: augur <command> [flags]
@@ -32,6 +34,7 @@ commands:
   stat  [--json] [--watch] [--job ID]   show the counters of the running or last job
   check [--config F]   validate the configuration
   clean [--jobs]       remove all tier copies (and, with --jobs, ended jobs' counters)
+  pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)
 
 Configuration comes from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables;
 see README.md.
