@@ -130,6 +130,13 @@ def op_np_gen(req):
     return {"perms": perms, "raw": raw}
 
 
+def op_np_stream_shard(req):
+    mk = np.random.RandomState if req["legacy"] else np.random.default_rng
+    g = mk(req["seed"])
+    return [out_list(g.permutation(req["n"])[req["rank"]::req["R"]], req)
+            for _ in range(req["epochs"])]
+
+
 def op_np_reseed(req):
     mk = np.random.RandomState if req["legacy"] else np.random.default_rng
     return [out_list(mk(req["seed"] + e).permutation(req["n"])[req["rank"]::req["R"]], req)
