@@ -40,9 +40,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if fc != nil {
 		fc.opens.Add(1)
 	}
-	if e := delay(ctx.Done(), n.s.opts.OpenLatency); e != 0 {
-		return nil, 0, e
-	}
+	delay(n.s.opts.OpenLatency)
 	fh, fl, e := n.LoopbackNode.Open(ctx, flags)
 	if e != 0 {
 		return nil, 0, e
@@ -53,9 +51,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // Create implements the CREATE request.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	n.s.c.creates.Add(1)
-	if e := delay(ctx.Done(), n.s.opts.OpenLatency); e != 0 {
-		return nil, nil, 0, e
-	}
+	delay(n.s.opts.OpenLatency)
 	ch, fh, fl, e := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if e != 0 {
 		return nil, nil, 0, e
@@ -66,9 +62,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 // Tmpfile implements the TMPFILE request (open(2) with O_TMPFILE).
 func (n *node) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	n.s.c.creates.Add(1)
-	if e := delay(ctx.Done(), n.s.opts.OpenLatency); e != 0 {
-		return nil, nil, 0, e
-	}
+	delay(n.s.opts.OpenLatency)
 	ch, fh, fl, e := n.LoopbackNode.Tmpfile(ctx, flags, mode, out)
 	if e != 0 {
 		return nil, nil, 0, e
@@ -143,15 +137,10 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 	readers := s.link.begin(pid)
 	defer s.link.end(pid)
 
-	cancel := ctx.Done()
-	if e := delay(cancel, s.opts.ReadLatency); e != 0 {
-		return nil, e
-	}
+	delay(s.opts.ReadLatency)
 	if d := s.faults.stallFor(seq); d > 0 {
 		s.c.stalls.Add(1)
-		if e := delay(cancel, d); e != 0 {
-			return nil, e
-		}
+		delay(d)
 	}
 	if s.faults.fail(seq) {
 		s.c.readFaults.Add(1)
@@ -172,9 +161,7 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 	}
 	if wait := s.link.reserve(len(data), readers); wait > 0 {
 		s.c.throttled.Add(int64(wait))
-		if e := delay(cancel, wait); e != 0 {
-			return nil, e
-		}
+		delay(wait)
 	}
 	s.c.readBytes.Add(int64(len(data)))
 	if f.fc != nil {

@@ -18,47 +18,35 @@ type rawFS struct {
 	s *Server
 }
 
-func (r *rawFS) meta(cancel <-chan struct{}) fuse.Status {
-	return fuse.Status(delay(cancel, r.s.opts.MetaLatency))
-}
+func (r *rawFS) meta() { delay(r.s.opts.MetaLatency) }
 
 func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	r.s.c.lookups.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.Lookup(cancel, h, name, out)
 }
 
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	r.s.c.getattrs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.GetAttr(cancel, in, out)
 }
 
 func (r *rawFS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
 	r.s.c.getattrs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.Statx(cancel, in, out)
 }
 
 func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	r.s.c.opendirs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.OpenDir(cancel, in, out)
 }
 
 func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	r.s.c.readdirs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.ReadDir(cancel, in, out)
 }
 
@@ -67,9 +55,7 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 // statahead; it is counted like READDIR should a kernel send it anyway.
 func (r *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	r.s.c.readdirs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.ReadDirPlus(cancel, in, out)
 }
 
@@ -80,41 +66,31 @@ func (r *rawFS) ReleaseDir(in *fuse.ReleaseIn) {
 
 func (r *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	r.s.c.statfs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.StatFs(cancel, h, out)
 }
 
 func (r *rawFS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	r.s.c.readlinks.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return nil, st
-	}
+	r.meta()
 	return r.RawFileSystem.Readlink(cancel, h)
 }
 
 func (r *rawFS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	r.s.c.accesses.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return st
-	}
+	r.meta()
 	return r.RawFileSystem.Access(cancel, in)
 }
 
 func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	r.s.c.xattrs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return 0, st
-	}
+	r.meta()
 	return r.RawFileSystem.GetXAttr(cancel, h, attr, dest)
 }
 
 func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	r.s.c.xattrs.Add(1)
-	if st := r.meta(cancel); !st.Ok() {
-		return 0, st
-	}
+	r.meta()
 	return r.RawFileSystem.ListXAttr(cancel, h, dest)
 }
 

@@ -2,23 +2,18 @@ package pfsemu
 
 import (
 	"sync"
-	"syscall"
 	"time"
 )
 
-// delay sleeps d, or until cancel is closed (the kernel interrupted the
-// request because its caller got a signal), then returns EINTR.
-func delay(cancel <-chan struct{}, d time.Duration) syscall.Errno {
-	if d <= 0 {
-		return 0
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return 0
-	case <-cancel:
-		return syscall.EINTR
+// delay sleeps d. It deliberately ignores FUSE interrupts: the kernel
+// sends one whenever the calling thread gets any signal (Go's preemption
+// signal, SIGCHLD, a profiler's SIGPROF), and answering it with EINTR
+// would fail a read(2) that a program never expects to fail on a regular
+// file. A Lustre client does not abort an RPC for a signal either; a
+// process killed while waiting exits once its request is answered.
+func delay(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
 	}
 }
 
