@@ -67,8 +67,17 @@ func start() bool {
 		}
 	}
 	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
+	// Lead now, before interception turns on, as augur run does: the
+	// first process of a job otherwise raced its own leader goroutine,
+	// and a program that opened its dataset early (cat, sha256sum, cp)
+	// read every original because the tiers were not validated yet. The
+	// host's first path call waits for this within wait_for_go's bound.
+	if l, err := shim.Lead(cfg, seg, log); err != nil {
+		log.Warn().Msgf("leader lock: %v", err)
+	} else if l == nil {
+		go shim.Campaign(cfg, seg, log, campaignInterval)
+	}
 	C.augur_start(1)
-	go shim.Campaign(cfg, seg, log, campaignInterval)
 	return true
 }
 
