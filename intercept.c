@@ -234,13 +234,17 @@ AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg)
  * The Go runtime of a c-shared library starts on its own thread while the
  * host's main() is already running. The first path-level call of the
  * process waits for it (bounded), so that even a program that opens its
- * dataset in the first microsecond is served from the tiers. A forked
- * child never waits: Go does not run there.
+ * dataset in the first microsecond is served from the tiers. After the
+ * bound, calls stop waiting and pass through until Go is ready; they are
+ * intercepted from then on. A forked child never waits: Go does not run
+ * there.
  */
+static int stopped_waiting;
+
 static int wait_for_go(void)
 {
-	static int gave_up_warned;
-	if (getpid() != st.pid)
+	static int warned;
+	if (__atomic_load_n(&stopped_waiting, __ATOMIC_RELAXED) || getpid() != st.pid)
 		return 0;
 	AUGUR_ERRNO_SAVE;
 	struct timespec nap = {0, 200 * 1000};
@@ -252,13 +256,10 @@ static int wait_for_go(void)
 		}
 		nanosleep(&nap, NULL);
 	}
-	int expected = CFG_PENDING;
-	__atomic_compare_exchange_n(&st.cfg, &expected, CFG_OFF, 0,
-				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-	augur_warn_once(&gave_up_warned,
-			"control plane did not start within 2s; passing through");
+	__atomic_store_n(&stopped_waiting, 1, __ATOMIC_RELAXED);
+	augur_warn_once(&warned, "control plane not ready after 2s; passing through until it is");
 	AUGUR_ERRNO_RESTORE;
-	return __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE) == CFG_ON;
+	return 0;
 }
 
 AUGUR_HIDDEN int augur_active(void)
