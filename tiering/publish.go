@@ -19,6 +19,17 @@ var (
 	ErrChanged = errors.New("source changed during copy")
 )
 
+// TierError is a failure of the tier itself — full (ENOSPC), failing
+// (EIO), removed — as opposed to a failure of the source. The caller
+// stops using a failing tier and places the file elsewhere.
+type TierError struct{ Err error }
+
+func (e *TierError) Error() string { return "tier: " + e.Err.Error() }
+func (e *TierError) Unwrap() error { return e.Err }
+
+// copyBuf is the unit of Publish's copy loop.
+const copyBuf = 1 << 20
+
 // Publish copies source into tier under the atomic publish protocol and
 // returns the bytes copied. On any error nothing is published and the
 // temporary file is removed. The caller must hold the tier's Lock.
@@ -42,14 +53,16 @@ func Publish(t Tier, source string) (int64, error) {
 	}
 	tmp, err := os.CreateTemp(filepath.Join(t.Path, tmpDir), "copy-*")
 	if err != nil {
-		return 0, err
+		return 0, &TierError{err}
 	}
 	n, err := fill(tmp, src, t.Fsync)
 	if err == nil {
 		err = sameSource(fd, &before, n)
 	}
 	if err == nil {
-		err = publishTmp(tmp.Name(), dst, &before)
+		if err = publishTmp(tmp.Name(), dst, &before); err != nil {
+			err = &TierError{err}
+		}
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -58,16 +71,39 @@ func Publish(t Tier, source string) (int64, error) {
 	return n, nil
 }
 
-// fill copies src into tmp, syncs it if asked, and closes tmp.
+// fill copies src into tmp, syncs it if asked, and closes tmp. Errors
+// writing tmp are the tier's (TierError); errors reading src are not.
 func fill(tmp, src *os.File, sync bool) (int64, error) {
-	n, err := io.Copy(tmp, src)
+	n, err := copyLoop(tmp, src)
 	if err == nil && sync {
-		err = tmp.Sync()
+		if err = tmp.Sync(); err != nil {
+			err = &TierError{err}
+		}
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = &TierError{cerr}
 	}
 	return n, err
+}
+
+func copyLoop(dst, src *os.File) (int64, error) {
+	buf := make([]byte, copyBuf)
+	var n int64
+	for {
+		r, err := src.Read(buf)
+		if r > 0 {
+			if _, werr := dst.Write(buf[:r]); werr != nil {
+				return n, &TierError{werr}
+			}
+			n += int64(r)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // sameSource checks that the source still has the size and mtime it had

@@ -1,0 +1,188 @@
+// Package fetchpool copies dataset files into tiers in the background,
+// off the read path, with a fixed number of workers per tier.
+//
+// Fetch places a file at once — the fastest tier with room, counting the
+// bytes already reserved by queued copies, so a tier's capacity is never
+// exceeded — and queues it for that tier's workers. A tier that reports
+// ENOSPC is marked full and one that fails otherwise is marked failed;
+// the file is then placed on the next tier, or dropped if none has room.
+// A file is queued at most once at a time.
+package fetchpool
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/augur-hpc/augur/tiering"
+	"golang.org/x/sys/unix"
+)
+
+// Result reports one finished copy.
+type Result struct {
+	Path  string
+	Tier  int   // where it was published, if Err is nil
+	Bytes int64 // bytes copied
+	Err   error
+}
+
+// queueLen bounds the copies waiting per tier; Fetch refuses beyond it
+// (the file is fetched again on a later access).
+const queueLen = 1 << 16
+
+// Pool is a set of per-tier copy workers.
+type Pool struct {
+	done func(Result)
+
+	mu      sync.Mutex
+	slots   []slot          // guarded by mu
+	pending map[string]bool // queued or being copied; guarded by mu
+	closed  bool            // guarded by mu
+
+	queues []chan job
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+type slot struct {
+	tier     tiering.Tier
+	used     int64 // bytes of published copies
+	reserved int64 // bytes of queued copies
+	full     bool
+	failed   bool
+}
+
+type job struct {
+	path string
+	size int64
+}
+
+// New starts the workers. used[i] is what tier i already holds. done is
+// called from a worker after every copy, successful or not; it may call
+// Fetch.
+func New(tiers []tiering.Tier, used []int64, done func(Result)) *Pool {
+	p := &Pool{done: done, pending: map[string]bool{}, stop: make(chan struct{})}
+	for i, t := range tiers {
+		p.slots = append(p.slots, slot{tier: t, used: used[i]})
+		q := make(chan job, queueLen)
+		p.queues = append(p.queues, q)
+		for w := 0; w < max(t.Threads, 1); w++ {
+			p.wg.Add(1)
+			go p.worker(i, q)
+		}
+	}
+	return p
+}
+
+// Fetch queues path (of size bytes) for the fastest tier with room. It
+// reports whether the file was queued: false when it is already pending,
+// fits no tier, or the pool is closed.
+func (p *Pool) Fetch(path string, size int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.pending[path] {
+		return false
+	}
+	return p.placeLocked(job{path, size}, 0)
+}
+
+// placeLocked queues j on the first usable tier at or after from.
+//
+// Preconditions: p.mu is held.
+func (p *Pool) placeLocked(j job, from int) bool {
+	for i := from; i < len(p.slots); i++ {
+		s := &p.slots[i]
+		if s.full || s.failed || s.used+s.reserved+j.size > s.tier.Capacity {
+			continue
+		}
+		select {
+		case p.queues[i] <- j:
+			s.reserved += j.size
+			p.pending[j.path] = true
+			return true
+		default:
+			return false
+		}
+	}
+	delete(p.pending, j.path)
+	return false
+}
+
+func (p *Pool) worker(i int, q chan job) {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case j := <-q:
+			p.copy(i, j)
+		}
+	}
+}
+
+// copy publishes one file and settles the accounts.
+func (p *Pool) copy(i int, j job) {
+	n, err := tiering.Publish(p.slots[i].tier, j.path)
+	p.mu.Lock()
+	s := &p.slots[i]
+	s.reserved -= j.size
+	var te *tiering.TierError
+	switch {
+	case err == nil:
+		s.used += n
+		delete(p.pending, j.path)
+	case errors.As(err, &te):
+		if errors.Is(err, unix.ENOSPC) {
+			s.full = true
+		} else {
+			s.failed = true
+		}
+		delete(p.pending, j.path)
+		if !p.closed {
+			p.placeLocked(j, i+1)
+		}
+	default:
+		delete(p.pending, j.path) // the source's problem: try again on a later access
+	}
+	p.mu.Unlock()
+	if p.done != nil {
+		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err})
+	}
+}
+
+// Pending is the number of files queued or being copied.
+func (p *Pool) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending)
+}
+
+// TierState is one tier's accounts.
+type TierState struct {
+	Used, Reserved int64
+	Full, Failed   bool
+}
+
+// Tiers returns the accounts of every tier.
+func (p *Pool) Tiers() []TierState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ts []TierState
+	for _, s := range p.slots {
+		ts = append(ts, TierState{s.used, s.reserved, s.full, s.failed})
+	}
+	return ts
+}
+
+// Close stops the workers after the copies in progress; queued copies are
+// abandoned (a later leader fetches them again).
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	p.mu.Unlock()
+	close(p.stop)
+	p.wg.Wait()
+}

@@ -1,0 +1,159 @@
+package fetchpool
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/augur-hpc/augur/tiering"
+)
+
+// world is a source directory of n files of size bytes and tiers.
+func world(t *testing.T, n, size int) ([]string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	var files []string
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, "src", fmt.Sprintf("f%02d", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, bytes.Repeat([]byte{byte(i)}, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	return files, dir
+}
+
+func tier(t *testing.T, path string, capacity int64) tiering.Tier {
+	t.Helper()
+	tr := tiering.Tier{Path: path, Capacity: capacity, Threads: 2}
+	if err := tr.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// collect runs fetches and waits for every queued one to finish.
+func collect(t *testing.T, tiers []tiering.Tier, files []string, size int64) ([]Result, []TierState) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var results []Result
+	p := New(tiers, make([]int64, len(tiers)), func(r Result) {
+		mu.Lock()
+		results = append(results, r)
+		mu.Unlock()
+		if r.Err == nil || !isTierErr(r.Err) {
+			wg.Done()
+		}
+	})
+	for _, f := range files {
+		wg.Add(1)
+		if !p.Fetch(f, size) {
+			wg.Done()
+		}
+	}
+	wg.Wait()
+	st := p.Tiers()
+	p.Close()
+	return results, st
+}
+
+func isTierErr(err error) bool {
+	_, ok := err.(*tiering.TierError)
+	return ok
+}
+
+func TestFillsFastestFirstWithinCapacity(t *testing.T) {
+	files, dir := world(t, 10, 1000)
+	tiers := []tiering.Tier{tier(t, filepath.Join(dir, "ram"), 3500), tier(t, filepath.Join(dir, "disk"), 4000)}
+	results, st := collect(t, tiers, files, 1000)
+	if len(results) != 7 {
+		t.Fatalf("%d copies, want 7 (3 + 4 fit)", len(results))
+	}
+	if st[0].Used != 3000 || st[1].Used != 4000 || st[0].Reserved+st[1].Reserved != 0 {
+		t.Fatalf("tiers %+v, want 3000 and 4000 used", st)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		cp, _ := tiering.CopyPath(tiers[r.Tier].Path, r.Path)
+		got, _ := os.ReadFile(cp)
+		want, _ := os.ReadFile(r.Path)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: copy differs", r.Path)
+		}
+	}
+}
+
+func TestFetchIsQueuedOnce(t *testing.T) {
+	files, dir := world(t, 1, 100)
+	tiers := []tiering.Tier{tier(t, filepath.Join(dir, "ram"), 1<<20)}
+	block := make(chan struct{})
+	p := New(tiers, []int64{0}, func(Result) { <-block })
+	if !p.Fetch(files[0], 100) {
+		t.Fatal("first Fetch refused")
+	}
+	if p.Fetch(files[0], 100) {
+		t.Fatal("second Fetch of a pending file accepted")
+	}
+	close(block)
+	p.Close()
+}
+
+// A tier that fails (its tmp directory is gone) is marked failed and
+// the file goes to the next tier.
+func TestFailingTierFallsThrough(t *testing.T) {
+	files, dir := world(t, 3, 100)
+	bad := tier(t, filepath.Join(dir, "bad"), 1<<20)
+	os.RemoveAll(bad.Path)
+	good := tier(t, filepath.Join(dir, "good"), 1<<20)
+	results, st := collect(t, []tiering.Tier{bad, good}, files, 100)
+	if !st[0].Failed || st[1].Used != 300 {
+		t.Fatalf("tiers %+v, want the first failed and 300 bytes in the second", st)
+	}
+	published := 0
+	for _, r := range results {
+		if r.Err == nil {
+			published++
+		}
+	}
+	if published != 3 {
+		t.Fatalf("%d published, want 3: %+v", published, results)
+	}
+}
+
+// A tier on a filesystem smaller than its configured capacity runs out
+// of space: it is marked full and the rest goes to the next tier.
+func TestFullTierFallsThrough(t *testing.T) {
+	files, dir := world(t, 6, 40<<10)
+	small := filepath.Join(dir, "small")
+	os.MkdirAll(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=100k", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	tiers := []tiering.Tier{tier(t, small, 1<<30), tier(t, filepath.Join(dir, "next"), 1<<30)}
+	tiers[0].Threads = 1
+	results, st := collect(t, tiers, files, 40<<10)
+	if !st[0].Full {
+		t.Fatalf("tiers %+v: first not marked full", st)
+	}
+	published := 0
+	for _, r := range results {
+		if r.Err == nil {
+			published++
+		}
+	}
+	if published != 6 || st[0].Used+st[1].Used != 6*40<<10 {
+		t.Fatalf("%d published, tiers %+v; want all 6", published, st)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(small, "tmp")); len(entries) != 0 {
+		t.Errorf("partial copies left in the full tier: %v", entries)
+	}
+}
