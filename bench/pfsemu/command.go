@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -103,7 +102,7 @@ func parseFlags(args []string, stdout io.Writer) (Options, string, error) {
 	fl.Var(&bw, "bandwidth", "aggregate read bandwidth shared by all clients, like 200MiB/s, 1GiB/s, 500MB/s; 0 for unlimited")
 	fl.Var(&curve, "bandwidth-curve", "aggregate bandwidth by concurrent readers, like 1:200MiB/s,2:300MiB/s,8:400MiB/s (replaces --bandwidth)")
 	fl.BoolVar(&o.DirectIO, "direct-io", false, "bypass the kernel page cache (FOPEN_DIRECT_IO): every read reaches the emulator; cache timeout defaults to 0")
-	fl.DurationVar(&cacheTimeout, "cache-timeout", DefaultCacheTimeout, "how long the kernel caches entries and attributes (default 1s, 0 with --direct-io)")
+	fl.DurationVar(&cacheTimeout, "cache-timeout", DefaultCacheTimeout, "how long the kernel may cache entries, attributes and failed lookups (0 when --direct-io is given and this is not)")
 	fl.StringVar(&o.StatsFile, "stats-file", "", "write counters as JSON to this file (outside source and mount), atomically")
 	fl.DurationVar(&o.StatsInterval, "stats-interval", time.Second, "how often to rewrite the stats file")
 	fl.BoolVar(&o.PerFile, "per-file", false, "add per-file opens, reads and bytes to the stats")
@@ -153,21 +152,15 @@ func parseFlags(args []string, stdout io.Writer) (Options, string, error) {
 	if o.StatsInterval <= 0 {
 		return o, "", errors.New("--stats-interval must be positive")
 	}
-	if readyFile != "" {
-		abs, err := filepath.Abs(readyFile)
-		if err != nil {
-			return o, "", err
-		}
-		readyFile = abs
-		src, _ := filepath.Abs(o.Source)
-		mnt, _ := filepath.Abs(o.Mount)
-		if within(abs, src) || within(abs, mnt) {
-			return o, "", fmt.Errorf("--ready-file %s must not be inside the source or the mount", abs)
-		}
-	}
 	v := o // validate cleans paths; report its complaints as usage errors
 	if err := v.validate(); err != nil {
 		return o, "", err
+	}
+	if readyFile != "" {
+		readyFile = resolvePath(readyFile)
+		if err := v.outside("--ready-file", readyFile); err != nil {
+			return o, "", err
+		}
 	}
 	return v, readyFile, nil
 }

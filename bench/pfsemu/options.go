@@ -131,7 +131,8 @@ func (o *Options) cacheTimeout() time.Duration {
 	return DefaultCacheTimeout
 }
 
-// validate checks o and cleans its paths. It does not touch the filesystem.
+// validate checks o, makes its paths absolute and resolves their
+// symbolic links. It reads the filesystem only to resolve links.
 func (o *Options) validate() error {
 	if o.Source == "" {
 		return errors.New("no source directory given")
@@ -139,25 +140,14 @@ func (o *Options) validate() error {
 	if o.Mount == "" {
 		return errors.New("no mount point given")
 	}
-	var err error
-	if o.Source, err = filepath.Abs(o.Source); err != nil {
-		return err
-	}
-	if o.Mount, err = filepath.Abs(o.Mount); err != nil {
-		return err
-	}
+	o.Source, o.Mount = resolvePath(o.Source), resolvePath(o.Mount)
 	if within(o.Mount, o.Source) || within(o.Source, o.Mount) {
 		return fmt.Errorf("mount point %s and source %s must not contain each other", o.Mount, o.Source)
 	}
-	for _, f := range []*string{&o.StatsFile} {
-		if *f == "" {
-			continue
-		}
-		if *f, err = filepath.Abs(*f); err != nil {
+	if o.StatsFile != "" {
+		o.StatsFile = resolvePath(o.StatsFile)
+		if err := o.outside("stats file", o.StatsFile); err != nil {
 			return err
-		}
-		if within(*f, o.Mount) || within(*f, o.Source) {
-			return fmt.Errorf("stats file %s must not be inside the source or the mount: it would show up in the mount", *f)
 		}
 	}
 	for name, d := range map[string]time.Duration{
@@ -190,6 +180,34 @@ func (o *Options) validate() error {
 		o.StatsInterval = time.Second
 	}
 	return nil
+}
+
+// outside checks that a file the emulator writes is not inside the
+// source or the mount, where it would show up in the mount (or, inside
+// the mount, deadlock the emulator writing to itself).
+func (o *Options) outside(what, p string) error {
+	if within(p, o.Mount) || within(p, o.Source) {
+		return fmt.Errorf("%s %s must not be inside the source or the mount: it would show up in the mount", what, p)
+	}
+	return nil
+}
+
+// resolvePath makes p absolute and resolves the symbolic links in it as
+// far as they exist, so that containment checks cannot be fooled by a
+// link. Where the path cannot be resolved (it does not exist yet, or is a
+// stale mount point) it stays absolute and clean.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
 }
 
 // within reports whether path p is dir or inside it. Both must be clean
@@ -309,8 +327,8 @@ func FormatRate(r float64) string {
 		v    float64
 	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
 		if r >= u.v {
-			return strconv.FormatFloat(r/u.v, 'g', 6, 64) + u.name + "/s"
+			return strconv.FormatFloat(r/u.v, 'g', -1, 64) + u.name + "/s"
 		}
 	}
-	return strconv.FormatFloat(r, 'g', 6, 64) + "B/s"
+	return strconv.FormatFloat(r, 'g', -1, 64) + "B/s"
 }

@@ -474,6 +474,10 @@ func TestStatsFile(t *testing.T) {
 func TestMountRefusals(t *testing.T) {
 	requireFUSE(t)
 	src, mnt := t.TempDir(), t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(src, link); err != nil {
+		t.Fatal(err)
+	}
 	for name, o := range map[string]Options{
 		"mount inside source":      {Source: src, Mount: filepath.Join(src, "m")},
 		"source inside mount":      {Source: filepath.Join(mnt, "s"), Mount: mnt},
@@ -483,6 +487,8 @@ func TestMountRefusals(t *testing.T) {
 		"fail rate above 1":        {Source: src, Mount: mnt, FailRate: 1.5},
 		"stall without period":     {Source: src, Mount: mnt, Stall: time.Second},
 		"decreasing curve readers": {Source: src, Mount: mnt, BandwidthCurve: []CurvePoint{{4, 1}, {2, 1}}},
+		"stats directory missing":  {Source: src, Mount: mnt, StatsFile: filepath.Join(t.TempDir(), "no", "s.json")},
+		"stats file via a link":    {Source: src, Mount: mnt, StatsFile: filepath.Join(link, "s.json")},
 	} {
 		if s, err := Mount(o); err == nil {
 			s.Unmount()

@@ -77,6 +77,11 @@ func Mount(opts Options) (*Server, error) {
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("source %s is not a directory", opts.Source)
 	}
+	if opts.StatsFile != "" {
+		if st, err := os.Stat(filepath.Dir(opts.StatsFile)); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("stats file %s: its directory does not exist", opts.StatsFile)
+		}
+	}
 	if err := clearStale(opts.Mount, s.logf); err != nil {
 		return nil, err
 	}

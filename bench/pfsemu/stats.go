@@ -71,11 +71,11 @@ type counters struct {
 	start time.Time
 
 	lookups, getattrs, opendirs, readdirs, statfs, readlinks, accesses, xattrs atomic.Int64
-	opens, creates, reads, readBytes, releases                                atomic.Int64
-	writes, writeBytes, setattrs, namespaceOps                                atomic.Int64
-	flushes, fsyncs, releasedirs                                              atomic.Int64
-	readFaults, stalls                                                        atomic.Int64
-	throttled                                                                 atomic.Int64 // nanoseconds
+	opens, creates, reads, readBytes, releases                                 atomic.Int64
+	writes, writeBytes, setattrs, namespaceOps                                 atomic.Int64
+	flushes, fsyncs, releasedirs                                               atomic.Int64
+	readFaults, stalls                                                         atomic.Int64
+	throttled                                                                  atomic.Int64 // nanoseconds
 
 	// mu guards files. The fileCounters it points to are updated
 	// atomically without it.

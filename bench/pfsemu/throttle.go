@@ -30,8 +30,8 @@ func delay(d time.Duration) {
 // least one READ in flight, counted when a READ arrives, including READs
 // still waiting for the pipe.
 type link struct {
-	rate  float64        // bytes per second when curve is empty; 0: unlimited
-	curve []CurvePoint   // when not empty, the rate by number of readers
+	rate  float64      // bytes per second when curve is empty; 0: unlimited
+	curve []CurvePoint // when not empty, the rate by number of readers
 
 	// mu guards the fields below.
 	mu      sync.Mutex
