@@ -56,10 +56,14 @@ struct fd_entry {
 	uint8_t kind;
 	int8_t tier;
 	uint16_t slot;
-	int32_t pad;
+	uint32_t gen; /* publish_gen when a copy was last looked for */
 	uint64_t bytes;
 };
 static struct fd_entry fdtab[FD_MAX];
+/* The source path of each descriptor served from the original, so it can
+ * move to a copy published later (owned here; freed when it moves or
+ * closes). */
+static char *fdpath[FD_MAX];
 static int fd_hwm; /* highest fd ever tracked + 1 */
 
 static struct {
@@ -493,14 +497,20 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 
 /* ---- the descriptor table ---------------------------------------------- */
 
-static void fd_track_file(int fd, int tier)
+static uint32_t publish_gen(void)
+{
+	return st.seg ? (uint32_t)__atomic_load_n(&st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+static void fd_track_file(int fd, int tier, const char *abs)
 {
 	if (fd >= FD_MAX) {
 		if (st.seg)
 			__atomic_fetch_add(&st.seg->counters.untracked, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier};
+	free(__atomic_exchange_n(&fdpath[fd], tier < 0 && abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
+	fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = publish_gen()};
 	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
 		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
 }
@@ -546,6 +556,7 @@ AUGUR_HIDDEN void augur_fd_forget(int fd)
 	if (fdtab[fd].kind == FD_DIR)
 		__atomic_store_n(&dirs[fdtab[fd].slot].fd, -1, __ATOMIC_RELEASE);
 	fdtab[fd] = (struct fd_entry){0};
+	free(__atomic_exchange_n(&fdpath[fd], NULL, __ATOMIC_ACQ_REL));
 }
 
 /* augur_fd_closed reports a tracked file's close and clears its entry.
@@ -578,16 +589,19 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	if (newfd < 0 || newfd >= FD_MAX || oldfd < 0 || oldfd >= FD_MAX)
 		return;
 	struct fd_entry e = fdtab[oldfd];
-	if (e.kind == FD_FILE) {
-		fdtab[newfd] = (struct fd_entry){.kind = FD_FILE, .tier = e.tier};
-	} else if (e.kind == FD_DIR) {
+	if (e.kind == FD_FILE)
+		fd_track_file(newfd, e.tier, __atomic_load_n(&fdpath[oldfd], __ATOMIC_ACQUIRE));
+	else if (e.kind == FD_DIR)
 		fd_track_dir(newfd, dirs[e.slot].path);
-		return;
-	} else {
-		return;
-	}
-	if (newfd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
-		__atomic_store_n(&fd_hwm, newfd + 1, __ATOMIC_RELAXED);
+}
+
+/* augur_fd_before_read lets a descriptor of an original move to a copy
+ * published since it last looked. One load and compare otherwise. */
+AUGUR_HIDDEN void augur_fd_before_read(int fd)
+{
+	if (fd >= 0 && fd < FD_MAX && fdtab[fd].kind == FD_FILE && fdtab[fd].tier < 0 &&
+	    fdtab[fd].gen != publish_gen())
+		augur_migrate(fd);
 }
 
 /* ---- opening ----------------------------------------------------------- */
@@ -702,7 +716,7 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 			fd = real_openat(dirfd, path, flags, mode);
 		if (fd >= 0) {
 			AUGUR_ERRNO_SAVE;
-			fd_track_file(fd, tier);
+			fd_track_file(fd, tier, abs);
 			if (st.seg) {
 				struct augur_counters *c = &st.seg->counters;
 				__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
@@ -744,7 +758,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		fd_track_file(fd, tier);
+		fd_track_file(fd, tier, abs);
 		if (st.seg) {
 			struct augur_counters *c = &st.seg->counters;
 			__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
@@ -752,6 +766,45 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 					   __ATOMIC_RELAXED);
 			emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
 		}
+	}
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+}
+
+/*
+ * augur_migrate moves a descriptor opened on an original to the tier copy
+ * published since, keeping its offset, status flags and close-on-exec
+ * flag, so later reads and mappings come from the tier. It is called by
+ * the read wrappers only when the publish generation changed since this
+ * descriptor last looked, so its cost is paid once per publish.
+ */
+AUGUR_HIDDEN void augur_migrate(int fd)
+{
+	struct fd_entry *e = &fdtab[fd];
+	uint32_t gen = publish_gen();
+	if (e->gen == gen)
+		return;
+	e->gen = gen;
+	const char *abs = __atomic_load_n(&fdpath[fd], __ATOMIC_ACQUIRE);
+	if (!abs || !leader_ready())
+		return;
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	int tier = -1;
+	int copy = open_copy(abs, O_RDONLY | O_CLOEXEC, &tier);
+	if (copy >= 0) {
+		off_t off = lseek(fd, 0, SEEK_CUR);
+		int fl = augur_real.fcntl(fd, F_GETFL);
+		int fdfl = augur_real.fcntl(fd, F_GETFD);
+		if (off >= 0 && fl >= 0 && fdfl >= 0 && lseek(copy, off, SEEK_SET) == off &&
+		    augur_real.fcntl(copy, F_SETFL, fl & (O_NONBLOCK | O_NOATIME)) >= 0 &&
+		    augur_real.dup3(copy, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd) {
+			e->tier = (int8_t)tier;
+			free(__atomic_exchange_n(&fdpath[fd], NULL, __ATOMIC_ACQ_REL));
+			if (st.seg)
+				__atomic_fetch_add(&st.seg->counters.migrated, 1, __ATOMIC_RELAXED);
+		}
+		augur_real.close(copy);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 1
+#define AUGUR_ABI_VERSION 2
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 200
@@ -63,6 +63,7 @@ struct augur_counters {
 	uint64_t tier_errors;              /* tier copy present but unopenable */
 	uint64_t ring_dropped;             /* events lost: ring full */
 	uint64_t untracked;                /* descriptors too large to track */
+	uint64_t migrated;                 /* open descriptors moved to a new copy */
 	uint64_t processes;                /* processes that attached */
 };
 
@@ -74,6 +75,9 @@ struct augur_leader {
 	uint64_t tier_used[AUGUR_MAX_TIERS];
 	uint64_t tier_files[AUGUR_MAX_TIERS];
 	uint64_t tier_capacity[AUGUR_MAX_TIERS];
+	uint64_t publish_gen;   /* bumped after every publish: descriptors of
+				 * originals look for a new copy when it moves */
+	uint64_t inflight;      /* copies queued or being written */
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
 	uint64_t copy_bytes;

@@ -113,6 +113,8 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path);
 AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
 
 /* Descriptor table. */
+AUGUR_HIDDEN void augur_migrate(int fd);
+AUGUR_HIDDEN void augur_fd_before_read(int fd);
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);

@@ -17,6 +17,7 @@
 /* The read family: the real call, then the byte count of a tracked fd. */
 #define READ_WRAPPER(ret, fn, fd, ...)        \
 	{                                           \
+		augur_fd_before_read(fd);           \
 		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__); \
 		augur_fd_account(fd, (ssize_t)n);   \
 		return n;                           \
@@ -81,6 +82,8 @@ static void *raw_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 
 AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
+	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
+		augur_fd_before_read(fd);
 	void *p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off)
 				  : raw_mmap(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
@@ -90,6 +93,8 @@ AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off
 
 AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
+	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
+		augur_fd_before_read(fd);
 	void *p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
 				    : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
 	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))

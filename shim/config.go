@@ -30,7 +30,7 @@ type Config struct {
 }
 
 // Policies the control plane knows.
-var Policies = []string{"static"}
+var Policies = []string{"static", "reactive"}
 
 // fileConfig is the TOML schema. Unknown keys are errors.
 type fileConfig struct {

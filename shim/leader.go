@@ -22,6 +22,7 @@ type Leader struct {
 	lock  *os.File
 	tiers []tierState
 	ring  ringReader
+	react *reactive // nil unless the policy is reactive
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -49,6 +50,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.openTiers()
+	if cfg.Policy == "reactive" {
+		l.react = newReactive(l)
+	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	go l.run()
 	return l, nil
@@ -134,8 +138,14 @@ func (l *Leader) run() {
 	recount := false
 	for {
 		l.ring.poll(1024, func(ev Event) {
-			if ev.Kind == EvInvalidate {
+			switch {
+			case ev.Kind == EvInvalidate:
 				recount = true
+				if l.react != nil {
+					l.react.known.Delete(ev.Path) // fetch the new content on its next read
+				}
+			case ev.Kind == EvOpen && l.react != nil:
+				l.react.onOpen(ev)
 			}
 		})
 		select {
@@ -159,6 +169,9 @@ func (l *Leader) Close() {
 	close(l.stop)
 	<-l.done
 	l.ring.poll(1<<30, func(Event) {})
+	if l.react != nil {
+		l.react.close()
+	}
 	for _, t := range l.tiers {
 		t.lock.Unlock()
 	}

@@ -1,0 +1,105 @@
+package shim
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/puzpuzpuz/xsync/v3"
+	"golang.org/x/sys/unix"
+)
+
+// reactive is MONARCH's policy: the first read of a file that has no
+// copy is served from the original, and the file is copied in the
+// background to the fastest tier with room. Nothing is evicted: every
+// file is read every epoch, so churning costs more than it saves.
+//
+// The copy starts as soon as the open is seen, while the reader is still
+// reading the same pages, so the shared filesystem serves them once (the
+// copy reads them from the page cache).
+type reactive struct {
+	l     *Leader
+	pool  *fetchpool.Pool
+	known *xsync.MapOf[string, struct{}] // files fetched or found placed
+	mu    sync.Mutex                     // guards files
+	files []int64                        // copies published per tier
+	warn  sync.Once
+}
+
+func newReactive(l *Leader) *reactive {
+	tiers := make([]tiering.Tier, len(l.tiers))
+	used := make([]int64, len(l.tiers))
+	files := make([]int64, len(l.tiers))
+	for i, t := range l.tiers {
+		tiers[i] = t.Tier
+		if t.lock == nil {
+			tiers[i].Capacity = 0 // another process writes it
+		}
+		used[i], files[i] = t.usage.Bytes, t.usage.Files
+	}
+	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files}
+	r.pool = fetchpool.New(tiers, used, r.done)
+	return r
+}
+
+// onOpen handles one open event.
+func (r *reactive) onOpen(ev Event) {
+	if ev.Tier >= 0 || ev.Truncated {
+		return
+	}
+	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
+		return
+	}
+	var st unix.Stat_t
+	if err := statRetry(ev.Path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	if tiering.Lookup(r.l.cfg.Tiers, ev.Path, &st) >= 0 {
+		return // placed already (opened before the tiers were ready)
+	}
+	if r.pool.Fetch(ev.Path, st.Size) {
+		addU64(&r.l.seg.s.leader.inflight, 1)
+	}
+}
+
+// done settles one finished copy; it runs on a pool worker.
+func (r *reactive) done(res fetchpool.Result) {
+	ld := &r.l.seg.s.leader
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&ld.inflight)), ^uint64(0))
+	if res.Err != nil {
+		var te *tiering.TierError
+		if errors.As(res.Err, &te) {
+			r.l.log.Warn().Msgf("tier %s: %v; using the next tier", r.l.cfg.Tiers[res.Tier].Path, te.Err)
+		} else {
+			r.known.Delete(res.Path) // the source's trouble: retry on a later access
+		}
+		return
+	}
+	addU64(&ld.copies, 1)
+	addU64(&ld.copy_bytes, uint64(res.Bytes))
+	r.mu.Lock()
+	r.files[res.Tier]++
+	files := r.files[res.Tier]
+	r.mu.Unlock()
+	used := r.pool.Tiers()[res.Tier].Used
+	setU64(&ld.tier_used[res.Tier], uint64(used))
+	setU64(&ld.tier_files[res.Tier], uint64(files))
+	// Open descriptors of the original look for the new copy.
+	addU64(&ld.publish_gen, 1)
+}
+
+func (r *reactive) close() { r.pool.Close() }
+
+// statRetry is stat that retries EINTR (Go's preemption signal can
+// interrupt a stat on a FUSE mount).
+func statRetry(path string, st *unix.Stat_t) error {
+	for {
+		err := unix.Stat(path, st)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
