@@ -1,0 +1,154 @@
+package seed
+
+import (
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// makeTree builds a dataset tree with what trips naive listings: mixed-case
+// and unknown extensions, nested directories whose names sort around "/",
+// symlinked class and nested directories, a symlink to a file, a broken
+// symlink, a symlink loop, hidden entries, non-ASCII and non-UTF-8 names, and
+// a file at the top that is not in any class. "😀" and "\xfe" sort one way
+// by bytes and the other way as Python strs.
+func makeTree(t *testing.T) string {
+	t.Helper()
+	base := t.TempDir()
+	root := filepath.Join(base, "data")
+	files := []string{
+		"data/cat/a.JPG", "data/cat/b.jpeg", "data/cat/c.txt", "data/cat/d.Png", "data/cat/.hidden.jpg",
+		"data/cat/noext", "data/cat/x.tİf", "data/cat/bad\xff.jpg", "data/cat/sp ace.png", "data/cat/Kelvin.PNG",
+		"data/cat/sub/e.webp", "data/cat/sub-x/f.tif", "data/cat/sub/deeper/g.PPM", "data/cat/sub.d/q.pgm",
+		"data/élan/éclair.PPM", "data/élan/z.bmp", "data/élan/日本.pgm", "data/élan/e\u0301.jpg",
+		"data/Zebra/x.TIFF", "data/_under/file.jpg", "data/.hid/h.jpg", "data/readme.jpg",
+		"data/loopy/one.png", "data/zz\xfe/k.webp", "data/cat/😀.png", "data/cat/\xfe.png",
+		"outside/nested/h.png", "outside/nested/i.bmp", "outside/file.jpg",
+		"outside/dogdata/1.jpg", "outside/dogdata/10.jpg", "outside/dogdata/2.jpg", "outside/dogdata/sub/3.jpeg",
+	}
+	for _, f := range files {
+		p := filepath.Join(base, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"data/cat/linkdir":      "../../outside/nested",
+		"data/cat/broken.jpg":   "nonexistent",
+		"data/cat/filelink.png": "../../outside/file.jpg",
+		"data/dog":              "../outside/dogdata",
+		"data/loopy/self":       ".",
+		"data/brokenclass":      "../nowhere",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func hexAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = hex.EncodeToString([]byte(p))
+	}
+	return out
+}
+
+func TestLayoutsAgainstTorchvision(t *testing.T) {
+	root := makeTree(t)
+	base := filepath.Dir(root)
+
+	// Trees torchvision refuses: a class without an image, and no class.
+	emptyClass := filepath.Join(base, "emptyclass")
+	noClass := filepath.Join(base, "noclass")
+	for _, f := range []string{"emptyclass/a/x.jpg", "emptyclass/b/readme.txt", "noclass/x.jpg"} {
+		p := filepath.Join(base, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := oracle(t, []request{
+		{"op": "imagefolder", "root": root},
+		{"op": "files", "root": root},
+		{"op": "imagefolder", "root": emptyClass},
+		{"op": "imagefolder", "root": noClass},
+	}, true)
+
+	got, err := ImageFolder(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := decode[[]string](t, a[0])
+	if !slices.Equal(hexAll(got), want) {
+		t.Fatalf("ImageFolder differs from torchvision:\ngot  %q\nwant %q", got, unhexAll(t, want))
+	}
+	if len(got) < 50 {
+		t.Fatalf("only %d files: the symlink loop and links were not followed", len(got))
+	}
+
+	got, err = SortedFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = decode[[]string](t, a[1])
+	if !slices.Equal(hexAll(got), want) {
+		t.Fatalf("SortedFiles differs from sorted(os.walk):\ngot  %q\nwant %q", got, unhexAll(t, want))
+	}
+
+	for i, dir := range []string{emptyClass, noClass} {
+		msg, ok := oracleError(a[2+i])
+		if !ok {
+			t.Fatalf("torchvision accepted %s; the test tree is wrong", dir)
+		}
+		if _, err := ImageFolder(dir); !errors.Is(err, ErrLayout) {
+			t.Fatalf("ImageFolder(%s) error = %v; torchvision: %s", dir, err, msg)
+		}
+	}
+}
+
+func unhexAll(t *testing.T, hs []string) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
+
+func TestFileListAndNewLayout(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list.txt")
+	if err := os.WriteFile(list, []byte("b/2.jpg\r\n\na/1.jpg\n with space \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewLayout("list:"+list, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"b/2.jpg", "a/1.jpg", " with space "}; !slices.Equal(got, want) {
+		t.Fatalf("FileList = %q, want %q", got, want)
+	}
+	for _, kind := range []string{"", "list:", "folders"} {
+		if _, err := NewLayout(kind, dir); !errors.Is(err, ErrLayout) {
+			t.Errorf("NewLayout(%q) error = %v, want ErrLayout", kind, err)
+		}
+	}
+	if _, err := SortedFiles(filepath.Join(dir, "missing")); !errors.Is(err, ErrLayout) {
+		t.Errorf("SortedFiles of a missing root: error = %v, want ErrLayout", err)
+	}
+}
