@@ -1,0 +1,661 @@
+/*
+ * dlreader.c — the reader of `augur bench`: a deep-learning data loader in
+ * C, through plain libc calls, as PyTorch's DataLoader workers do it.
+ *
+ *   dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]
+ *            [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-n] [-S] [-b] [-p]
+ *            [-L LATDIR] LIST ORDER
+ *
+ * LIST has one sample per line, in dataset index order:
+ *     f <offset> <length> <path>   a whole file (offset 0, length its size)
+ *     r <offset> <length> <path>   a record: length bytes at offset of path
+ * ORDER is the access order, computed by the caller (augur bench uses the
+ * exact PyTorch DistributedSampler order from seed/):
+ *     epochs <E> ranks <R>
+ *     <epoch> <rank> <n> <idx> <idx> ...      one line per epoch and rank
+ *
+ * Processes, as in DDP training with a DataLoader per rank: every epoch the
+ * coordinator (this process) forks RANKS rank processes; each rank forks
+ * WORKERS worker processes (0: the rank reads itself), hands batch b to
+ * worker b % WORKERS with at most PREFETCH batches per worker in flight,
+ * takes the batches back in order and "computes" on each for COMPUTE_US
+ * (or the batch's bytes at COMPUTE_MBPS) by sleeping: the GPU computes,
+ * the CPU is free. With -S (the default is on; -S turns it off) ranks meet
+ * at a barrier after every step, as DDP's gradient all-reduce makes them.
+ * -n reads nothing (the compute loop alone).
+ *
+ * Output, one line per epoch on stdout:
+ *     epoch E samples N bytes B wall_ns T stall_ns S stall_max_ns M
+ *           sync_ns Y errors X
+ * stall_ns is the mean over ranks of the time the compute loop waited for
+ * its next batch; sync_ns the mean time waiting for the other ranks. With
+ * -L, the latency of every sample read (open to close for a whole file, the
+ * read calls for a record), in nanoseconds as little-endian uint64, rank
+ * after rank in access order, goes to LATDIR/lat-E.bin. With -p, lines
+ * "progress E DONE TOTAL" report samples done while an epoch runs. With -b
+ * the reader waits for a line on stdin after each epoch line but the last,
+ * so the caller can read counters between epochs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUFSZ (4 << 20)
+
+struct sample {
+	char kind; /* 'f' whole file, 'r' record */
+	int file;  /* index into files */
+	long long off, len;
+};
+
+/* Options and inputs, set before the first fork and read-only after. */
+static int ranks = 1, workers = 0, batch = 32, prefetch = 2, noio, sync_steps = 1;
+static int barrier_stdin, progress;
+static long long compute_ns;
+static double compute_bps;
+static char mode = 'w';
+static const char *latdir;
+static char **files;
+static int nfiles;
+static struct sample *samples;
+static long nsamples;
+static int epochs;
+static long **order;  /* order[e*ranks + r] */
+static long *norder;  /* its length */
+
+/* Shared between the processes of one epoch (MAP_SHARED, set up once). */
+struct rankstat {
+	long long stall_ns, sync_ns, bytes, end_ns;
+	long samples, errors;
+};
+struct shared {
+	pthread_barrier_t step;
+	long done;
+	struct rankstat r[];
+};
+static struct shared *sh;
+static unsigned long long *lat; /* per sample of the epoch, rank after rank */
+
+static char *buf;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void sleep_ns(long long ns)
+{
+	if (ns <= 0)
+		return;
+	struct timespec ts = {ns / 1000000000LL, ns % 1000000000LL};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- inputs ------------------------------------------------------------ */
+
+static int file_index(const char *path)
+{
+	/* Records come a few large files at a time, in file order: the last
+	 * file is the usual hit. Whole files are each their own entry. */
+	if (nfiles > 0 && strcmp(files[nfiles - 1], path) == 0)
+		return nfiles - 1;
+	for (int i = 0; i < nfiles; i++)
+		if (strcmp(files[i], path) == 0)
+			return i;
+	return -1;
+}
+
+static void load_list(const char *name)
+{
+	FILE *f = fopen(name, "r");
+	if (!f)
+		die(name);
+	char *line = NULL;
+	size_t cap = 0;
+	long scap = 0;
+	int fcap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[--n] = 0;
+		if (n == 0)
+			continue;
+		char kind;
+		long long off, len;
+		int pos;
+		if (sscanf(line, "%c %lld %lld %n", &kind, &off, &len, &pos) != 3 ||
+		    (kind != 'f' && kind != 'r') || off < 0 || len < 0 || !line[pos]) {
+			fprintf(stderr, "dlreader: %s: bad line %ld: %s\n", name, nsamples + 1, line);
+			exit(2);
+		}
+		const char *path = line + pos;
+		int fi = kind == 'r' ? file_index(path) : -1;
+		if (fi < 0) {
+			if (nfiles == fcap)
+				files = realloc(files, (fcap = fcap ? 2 * fcap : 256) * sizeof(*files));
+			files[nfiles] = strdup(path);
+			fi = nfiles++;
+		}
+		if (nsamples == scap)
+			samples = realloc(samples, (scap = scap ? 2 * scap : 256) * sizeof(*samples));
+		samples[nsamples++] = (struct sample){kind, fi, off, len};
+	}
+	free(line);
+	fclose(f);
+}
+
+static void load_order(const char *name)
+{
+	FILE *f = fopen(name, "r");
+	if (!f)
+		die(name);
+	int r;
+	if (fscanf(f, "epochs %d ranks %d", &epochs, &r) != 2 || epochs < 1 || r < 1) {
+		fprintf(stderr, "dlreader: %s: want \"epochs E ranks R\" first\n", name);
+		exit(2);
+	}
+	if (r != ranks) {
+		fprintf(stderr, "dlreader: %s is for %d ranks, -R says %d\n", name, r, ranks);
+		exit(2);
+	}
+	order = calloc((size_t)epochs * ranks, sizeof(*order));
+	norder = calloc((size_t)epochs * ranks, sizeof(*norder));
+	for (int k = 0; k < epochs * ranks; k++) {
+		int e, rk;
+		long n;
+		if (fscanf(f, "%d %d %ld", &e, &rk, &n) != 3 || e < 0 || e >= epochs || rk < 0 ||
+		    rk >= ranks || n < 0 || order[e * ranks + rk]) {
+			fprintf(stderr, "dlreader: %s: bad or repeated epoch/rank line %d\n", name, k + 2);
+			exit(2);
+		}
+		long *o = malloc((n ? n : 1) * sizeof(*o));
+		for (long i = 0; i < n; i++)
+			if (fscanf(f, "%ld", &o[i]) != 1 || o[i] < 0 || o[i] >= nsamples) {
+				fprintf(stderr, "dlreader: %s: epoch %d rank %d: bad index at %ld\n", name, e, rk, i);
+				exit(2);
+			}
+		order[e * ranks + rk] = o;
+		norder[e * ranks + rk] = n;
+	}
+	fclose(f);
+}
+
+/* ---- reading one sample -------------------------------------------------- */
+
+/* Records: each process keeps its descriptors (and mappings) open, as a
+ * loader holding its shard files does. Whole files are opened per sample. */
+static int *rec_fd;
+static unsigned char **rec_map;
+static long long *rec_size;
+
+static int rec_open(int fi)
+{
+	if (!rec_fd) {
+		rec_fd = malloc(nfiles * sizeof(*rec_fd));
+		rec_map = calloc(nfiles, sizeof(*rec_map));
+		rec_size = calloc(nfiles, sizeof(*rec_size));
+		for (int i = 0; i < nfiles; i++)
+			rec_fd[i] = -1;
+	}
+	if (rec_fd[fi] < 0)
+		rec_fd[fi] = open(files[fi], O_RDONLY | O_CLOEXEC);
+	return rec_fd[fi];
+}
+
+static void rec_close_all(void)
+{
+	if (!rec_fd)
+		return;
+	for (int i = 0; i < nfiles; i++) {
+		if (rec_map[i])
+			munmap(rec_map[i], rec_size[i]);
+		if (rec_fd[i] >= 0)
+			close(rec_fd[i]);
+	}
+}
+
+static unsigned touch(const unsigned char *p, long long n)
+{
+	volatile unsigned sum = 0;
+	for (long long i = 0; i < n; i += 4096)
+		sum += p[i];
+	if (n > 0)
+		sum += p[n - 1];
+	return sum;
+}
+
+/* pread_all reads len bytes at off; returns the bytes read or -1. */
+static long long pread_all(int fd, long long off, long long len)
+{
+	long long got = 0;
+	while (got < len) {
+		size_t want = len - got < BUFSZ ? len - got : BUFSZ;
+		ssize_t n = pread(fd, buf, want, off + got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += n;
+	}
+	return got;
+}
+
+static long long read_whole(const struct sample *s)
+{
+	int fd = open(files[s->file], O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	long long total = 0;
+	if (mode == 'w') {
+		ssize_t n;
+		while ((n = read(fd, buf, BUFSZ)) != 0) {
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				total = -1;
+				break;
+			}
+			total += n;
+		}
+	} else {
+		struct stat st;
+		if (fstat(fd, &st) < 0) {
+			total = -1;
+		} else if (mode == 'p') {
+			total = pread_all(fd, 0, st.st_size);
+		} else if (st.st_size > 0) {
+			void *p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (p == MAP_FAILED) {
+				total = -1;
+			} else {
+				touch(p, st.st_size);
+				munmap(p, st.st_size);
+				total = st.st_size;
+			}
+		}
+	}
+	close(fd);
+	return total;
+}
+
+static long long read_record(const struct sample *s)
+{
+	int fd = rec_open(s->file);
+	if (fd < 0)
+		return -1;
+	if (mode == 'm') {
+		if (!rec_map[s->file]) {
+			struct stat st;
+			if (fstat(fd, &st) < 0 || st.st_size == 0)
+				return -1;
+			void *p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (p == MAP_FAILED)
+				return -1;
+			rec_map[s->file] = p;
+			rec_size[s->file] = st.st_size;
+		}
+		if (s->off + s->len > rec_size[s->file])
+			return -1;
+		touch(rec_map[s->file] + s->off, s->len);
+		return s->len;
+	}
+	if (mode == 'w') { /* seek and read, as a stream reader does */
+		if (lseek(fd, s->off, SEEK_SET) < 0)
+			return -1;
+		long long got = 0;
+		while (got < s->len) {
+			size_t want = s->len - got < BUFSZ ? s->len - got : BUFSZ;
+			ssize_t n = read(fd, buf, want);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			got += n;
+		}
+		return got;
+	}
+	return pread_all(fd, s->off, s->len);
+}
+
+/* read_batch reads batch b of the rank's order, recording latencies. */
+static void read_batch(int e, int r, long b, struct rankstat *st, long latbase)
+{
+	const long *o = order[e * ranks + r];
+	long n = norder[e * ranks + r];
+	for (long i = b * batch; i < (b + 1) * batch && i < n; i++) {
+		const struct sample *s = &samples[o[i]];
+		long long t0 = now_ns();
+		long long got = s->kind == 'r' ? read_record(s) : read_whole(s);
+		lat[latbase + i] = now_ns() - t0;
+		if (got < 0 || (s->kind == 'r' && got != s->len))
+			st->errors++;
+		else
+			st->bytes += got;
+		st->samples++;
+	}
+}
+
+static long long batch_bytes(int e, int r, long b)
+{
+	const long *o = order[e * ranks + r];
+	long n = norder[e * ranks + r];
+	long long sum = 0;
+	for (long i = b * batch; i < (b + 1) * batch && i < n; i++)
+		sum += samples[o[i]].len;
+	return sum;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static void xwrite(int fd, const void *p, size_t n)
+{
+	while (write(fd, p, n) < 0)
+		if (errno != EINTR)
+			die("write");
+}
+
+static int xread(int fd, void *p, size_t n)
+{
+	ssize_t got;
+	while ((got = read(fd, p, n)) < 0)
+		if (errno != EINTR)
+			die("read");
+	if (got != 0 && (size_t)got != n) {
+		fprintf(stderr, "dlreader: short pipe read\n");
+		exit(1);
+	}
+	return got != 0;
+}
+
+/* What a worker sends back for one batch. */
+struct done {
+	long batch;
+	long long bytes;
+	long samples, errors;
+};
+
+static void worker(int e, int r, int task, int result, long latbase)
+{
+	long b;
+	while (xread(task, &b, sizeof(b))) {
+		struct rankstat st = {0};
+		read_batch(e, r, b, &st, latbase);
+		struct done d = {b, st.bytes, st.samples, st.errors};
+		xwrite(result, &d, sizeof(d));
+	}
+	rec_close_all();
+	_exit(0);
+}
+
+static void rank(int e, int r, long latbase)
+{
+	struct rankstat *st = &sh->r[r];
+	long n = norder[e * ranks + r];
+	long nb = (n + batch - 1) / batch;
+	int w = noio ? 0 : workers;
+	int task[w > 0 ? w : 1], result[2] = {-1, -1};
+	pid_t pids[w > 0 ? w : 1];
+	char *ready = calloc(nb ? nb : 1, 1);
+	long sent = 0;
+	if (w > 0) {
+		if (pipe(result) < 0)
+			die("pipe");
+		for (int k = 0; k < w; k++) {
+			int p[2];
+			if (pipe(p) < 0)
+				die("pipe");
+			pids[k] = fork();
+			if (pids[k] < 0)
+				die("fork");
+			if (pids[k] == 0) {
+				close(p[1]);
+				close(result[0]);
+				for (int j = 0; j < k; j++)
+					close(task[j]);
+				worker(e, r, p[0], result[1], latbase);
+			}
+			close(p[0]);
+			task[k] = p[1];
+		}
+		close(result[1]);
+		for (; sent < nb && sent < (long)prefetch * w; sent++)
+			xwrite(task[sent % w], &sent, sizeof(sent));
+	}
+	for (long b = 0; b < nb; b++) {
+		long long t0 = now_ns();
+		if (w > 0) {
+			while (!ready[b]) {
+				struct done d;
+				if (!xread(result[0], &d, sizeof(d))) {
+					fprintf(stderr, "dlreader: rank %d: a worker died\n", r);
+					exit(1);
+				}
+				ready[d.batch] = 1;
+				st->bytes += d.bytes;
+				st->samples += d.samples;
+				st->errors += d.errors;
+			}
+			if (sent < nb) {
+				xwrite(task[sent % w], &sent, sizeof(sent));
+				sent++;
+			}
+		} else if (!noio) {
+			read_batch(e, r, b, st, latbase);
+		}
+		st->stall_ns += now_ns() - t0;
+		long long c = compute_ns;
+		if (compute_bps > 0)
+			c += (long long)(batch_bytes(e, r, b) / compute_bps * 1e9);
+		sleep_ns(c);
+		long in_batch = n - b * batch < batch ? n - b * batch : batch;
+		if (noio)
+			st->samples += in_batch;
+		__atomic_add_fetch(&sh->done, in_batch, __ATOMIC_RELAXED);
+		if (sync_steps && ranks > 1) {
+			long long t1 = now_ns();
+			pthread_barrier_wait(&sh->step);
+			st->sync_ns += now_ns() - t1;
+		}
+	}
+	st->end_ns = now_ns();
+	for (int k = 0; k < w; k++)
+		close(task[k]);
+	for (int k = 0; k < w; k++) {
+		int status;
+		while (waitpid(pids[k], &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "dlreader: rank %d: worker %d failed\n", r, k);
+			exit(1);
+		}
+	}
+	rec_close_all();
+	exit(0);
+}
+
+static void write_latencies(int e, long total)
+{
+	char name[4096];
+	snprintf(name, sizeof(name), "%s/lat-%d.bin", latdir, e + 1);
+	FILE *f = fopen(name, "w");
+	if (!f)
+		die(name);
+	if (fwrite(lat, sizeof(*lat), total, f) != (size_t)total || fclose(f) != 0)
+		die(name);
+}
+
+static int run_epoch(int e)
+{
+	long total = 0, latbase[ranks];
+	for (int r = 0; r < ranks; r++) {
+		latbase[r] = total;
+		total += norder[e * ranks + r];
+		if (sync_steps && (norder[e * ranks + r] + batch - 1) / batch !=
+				      (norder[e * ranks] + batch - 1) / batch) {
+			fprintf(stderr, "dlreader: epoch %d: ranks have different batch counts; "
+					"step sync (turn it off with -S) would deadlock\n", e + 1);
+			return -1;
+		}
+	}
+	memset(sh->r, 0, ranks * sizeof(sh->r[0]));
+	sh->done = 0;
+	memset(lat, 0, total * sizeof(*lat));
+	fflush(stdout);
+	pid_t pids[ranks];
+	long long start = now_ns();
+	for (int r = 0; r < ranks; r++) {
+		pids[r] = fork();
+		if (pids[r] < 0)
+			die("fork");
+		if (pids[r] == 0)
+			rank(e, r, latbase[r]);
+	}
+	int alive = ranks, failed = 0;
+	long shown = -1;
+	while (alive > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, progress ? WNOHANG : 0);
+		if (p < 0 && errno != EINTR)
+			die("waitpid");
+		if (p > 0) {
+			alive--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+				failed = 1;
+				for (int r = 0; r < ranks; r++)
+					kill(pids[r], SIGKILL); /* the others wait at the barrier */
+			}
+			continue;
+		}
+		if (p == 0) {
+			long d = __atomic_load_n(&sh->done, __ATOMIC_RELAXED);
+			if (d != shown) {
+				printf("progress %d %ld %ld\n", e + 1, d, total);
+				fflush(stdout);
+				shown = d;
+			}
+			sleep_ns(100 * 1000000LL);
+		}
+	}
+	if (failed) {
+		fprintf(stderr, "dlreader: epoch %d: a rank failed\n", e + 1);
+		return -1;
+	}
+	long long end = 0, stall = 0, stall_max = 0, syn = 0, bytes = 0;
+	long n = 0, errors = 0;
+	for (int r = 0; r < ranks; r++) {
+		struct rankstat *s = &sh->r[r];
+		if (s->end_ns > end)
+			end = s->end_ns;
+		stall += s->stall_ns;
+		if (s->stall_ns > stall_max)
+			stall_max = s->stall_ns;
+		syn += s->sync_ns;
+		bytes += s->bytes;
+		n += s->samples;
+		errors += s->errors;
+	}
+	if (latdir && !noio)
+		write_latencies(e, total);
+	printf("epoch %d samples %ld bytes %lld wall_ns %lld stall_ns %lld stall_max_ns %lld sync_ns %lld errors %ld\n",
+	       e + 1, n, bytes, end - start, stall / ranks, stall_max, syn / ranks, errors);
+	fflush(stdout);
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]\n"
+			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-n] [-S] [-b] [-p] [-L LATDIR]\n"
+			"                LIST ORDER\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int opt;
+	while ((opt = getopt(argc, argv, "R:W:B:P:c:t:m:nSbpL:")) != -1) {
+		switch (opt) {
+		case 'R': ranks = atoi(optarg); break;
+		case 'W': workers = atoi(optarg); break;
+		case 'B': batch = atoi(optarg); break;
+		case 'P': prefetch = atoi(optarg); break;
+		case 'c': compute_ns = atoll(optarg) * 1000; break;
+		case 't': compute_bps = atof(optarg) * 1e6; break;
+		case 'm':
+			if (strcmp(optarg, "whole") == 0)
+				mode = 'w';
+			else if (strcmp(optarg, "pread") == 0)
+				mode = 'p';
+			else if (strcmp(optarg, "mmap") == 0)
+				mode = 'm';
+			else
+				usage();
+			break;
+		case 'n': noio = 1; break;
+		case 'S': sync_steps = 0; break;
+		case 'b': barrier_stdin = 1; break;
+		case 'p': progress = 1; break;
+		case 'L': latdir = optarg; break;
+		default: usage();
+		}
+	}
+	if (optind != argc - 2 || ranks < 1 || workers < 0 || batch < 1 || prefetch < 1 ||
+	    compute_ns < 0 || compute_bps < 0)
+		usage();
+	load_list(argv[optind]);
+	load_order(argv[optind + 1]);
+	buf = malloc(BUFSZ);
+	long maxtotal = 1;
+	for (int e = 0; e < epochs; e++) {
+		long t = 0;
+		for (int r = 0; r < ranks; r++)
+			t += norder[e * ranks + r];
+		if (t > maxtotal)
+			maxtotal = t;
+	}
+	sh = mmap(NULL, sizeof(*sh) + ranks * sizeof(sh->r[0]), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	lat = mmap(NULL, maxtotal * sizeof(*lat), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || lat == MAP_FAILED)
+		die("mmap");
+	pthread_barrierattr_t ba;
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	if (pthread_barrier_init(&sh->step, &ba, ranks) != 0)
+		die("pthread_barrier_init");
+	for (int e = 0; e < epochs; e++) {
+		if (run_epoch(e) < 0)
+			return 1;
+		if (barrier_stdin && e + 1 < epochs) {
+			char line[64];
+			if (!fgets(line, sizeof(line), stdin))
+				barrier_stdin = 0; /* the caller went away: run on */
+		}
+	}
+	return 0;
+}
