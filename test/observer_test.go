@@ -22,18 +22,30 @@ type Observer struct {
 	mu    sync.Mutex
 	dirs  map[int32]string // watch descriptor → directory
 	opens map[string]int   // path → IN_OPEN count
+	reads map[string]int   // path → IN_ACCESS count (ObserveAccess only)
 }
 
-// Observe watches every directory under each root (which must exist).
+// Observe watches every directory under each root (which must exist;
+// directories created later are not watched).
 func Observe(t *testing.T, roots ...string) *Observer {
+	return observe(t, unix.IN_OPEN, roots)
+}
+
+// ObserveAccess also counts reads (IN_ACCESS).
+func ObserveAccess(t *testing.T, roots ...string) *Observer {
+	return observe(t, unix.IN_OPEN|unix.IN_ACCESS, roots)
+}
+
+func observe(t *testing.T, mask uint32, roots []string) *Observer {
 	t.Helper()
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	must(t, err)
-	o := &Observer{t: t, fd: fd, dirs: map[int32]string{}, opens: map[string]int{}}
+	o := &Observer{t: t, fd: fd, dirs: map[int32]string{}, opens: map[string]int{},
+		reads: map[string]int{}}
 	for _, r := range roots {
 		filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
-				wd, err := unix.InotifyAddWatch(fd, p, unix.IN_OPEN)
+				wd, err := unix.InotifyAddWatch(fd, p, mask)
 				must(t, err)
 				o.dirs[int32(wd)] = p
 			}
@@ -66,8 +78,14 @@ func (o *Observer) drain() {
 				o.t.Fatal("inotify queue overflowed: observation incomplete")
 			}
 			if dir, ok := o.dirs[ev.Wd]; ok && len(name) > 0 && ev.Mask&unix.IN_ISDIR == 0 {
+				p := filepath.Join(dir, string(name))
 				o.mu.Lock()
-				o.opens[filepath.Join(dir, string(name))]++
+				if ev.Mask&unix.IN_OPEN != 0 {
+					o.opens[p]++
+				}
+				if ev.Mask&unix.IN_ACCESS != 0 {
+					o.reads[p]++
+				}
 				o.mu.Unlock()
 			}
 			off += unix.SizeofInotifyEvent + int(ev.Len)
@@ -80,4 +98,13 @@ func (o *Observer) Opens(path string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.opens[path]
+}
+
+// Accesses returns how many reads of path were seen (ObserveAccess; call
+// after Stop). Successive identical events may be merged by the kernel,
+// so this is "at least one" evidence, not an exact count.
+func (o *Observer) Accesses(path string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reads[path]
 }
