@@ -154,7 +154,16 @@ static void make_job_id(void)
 	setenv("AUGUR_JOB", st.job, 1);
 }
 
-__attribute__((constructor)) static void augur_ctor(void)
+/*
+ * The library's .init_array also holds the Go runtime's entry
+ * (_rt0_amd64_linux_lib), which starts the runtime and then the package
+ * init()s on a thread of their own. Without a priority the linker put it
+ * before this constructor, so Go's start() could read the job id and the
+ * configuration state before they were set (seen: "augur: bad job id";
+ * a spawned DataLoader worker then read every original). Priority 101
+ * runs this first, on the loading thread, before that thread exists.
+ */
+__attribute__((constructor(101))) static void augur_ctor(void)
 {
 	augur_guard++;
 	resolve_symbols();
