@@ -40,7 +40,7 @@ func arange(n int) []int {
 }
 
 // SequentialSampler is torch.utils.data.SequentialSampler (DataLoader with
-// shuffle=False): every epoch reads 0..n-1 in order.
+// shuffle=False): every epoch reads 0..n-1 in order. New builds it.
 type SequentialSampler struct {
 	n int
 }
@@ -55,7 +55,7 @@ func (s *SequentialSampler) Epoch(e int) []int {
 // it after sampler.set_epoch(e): a permutation from a fresh generator seeded
 // with seed+e, padded by repeating its head (or truncated when drop_last) to
 // a multiple of the number of replicas, then every replicas-th index from
-// rank on.
+// rank on. New builds it.
 type DistributedSampler struct {
 	n, replicas, rank int
 	shuffle, dropLast bool
@@ -128,7 +128,7 @@ const (
 //
 // When its generator runs on across epochs, the state at the start of each
 // epoch is kept once computed (2.5 KiB per epoch), so asking for epoch e
-// costs one epoch's work after the first time.
+// costs one epoch's work after the first time. New builds it.
 type RandomSampler struct {
 	n, numSamples int
 	mode          string
@@ -188,6 +188,8 @@ func (s *RandomSampler) draw(g *TorchGenerator, want bool) []int {
 	if rest := s.numSamples % s.n; rest > 0 {
 		out = append(out, g.Randperm(s.n, s.torch)[:rest]...)
 	} else {
+		// The chain does not keep g after an epoch it returns, but g
+		// stays exact for any caller that does.
 		g.skip(randpermDraws(s.n, s.torch))
 	}
 	return out
@@ -198,7 +200,7 @@ func (s *RandomSampler) draw(g *TorchGenerator, want bool) []int {
 // RandomState (MT19937, also np.random.seed + np.random.permutation).
 // Either one generator is seeded once and draws one permutation per epoch,
 // or (reseed) a new generator is seeded with seed+epoch each epoch. With
-// several replicas a rank reads perm[rank::replicas].
+// several replicas a rank reads perm[rank::replicas]. New builds it.
 type NumpySampler struct {
 	n, replicas, rank int
 	legacy, reseed    bool
@@ -285,7 +287,8 @@ func (c *chain[S]) epoch(e int) []int {
 
 // OrderFile is an access order written down by hand or recorded from any
 // other framework (see ReadOrder for the format). An epoch past the last one
-// in the file repeats the file from its first epoch.
+// in the file repeats the file from its first epoch. ReadOrder and New
+// build it.
 type OrderFile struct {
 	epochs [][]int // never empty
 }

@@ -32,7 +32,9 @@ type Spec struct {
 
 	// Seed is DistributedSampler(seed=...), the seed of torch.manual_seed
 	// or of the generator given to the DataLoader or RandomSampler, or
-	// the numpy seed (0 ≤ Seed, and < 2**32 for numpy-legacy).
+	// the numpy seed (0 ≤ Seed, and < 2**32 for numpy-legacy). A torch
+	// seed s ≥ 2**63 is int64(s): torch keeps the same 64 bits and uses
+	// only the low 32. numpy seeds ≥ 2**63 need NewNumpyGenerator.
 	Seed int64
 
 	// Replicas and Rank are num_replicas and rank of a
@@ -64,9 +66,9 @@ type Spec struct {
 	NumSamples int
 
 	// BatchSize and DropLastBatch are DataLoader(batch_size=...,
-	// drop_last=True) for the torch samplers: the last partial batch of
-	// each epoch is never read. Without DropLastBatch, BatchSize does not
-	// change the order.
+	// drop_last=True): the last partial batch of each epoch is never
+	// read. Without DropLastBatch, BatchSize does not change the order.
+	// Order files ignore them.
 	BatchSize     int
 	DropLastBatch bool
 
