@@ -376,12 +376,12 @@ static const char *base_of(int dirfd, char *cwd)
 }
 
 /*
- * resolve turns (dirfd, path) into an absolute, normalised path in abs
+ * resolve_path turns (dirfd, path) into an absolute, normalised path in abs
  * and classifies it. A path with ".." under a root is resolved again with
  * realpath(3) of its parent directory, so that a symlink before the ".."
  * is followed as the kernel would.
  */
-static int resolve(int dirfd, const char *path, char *abs)
+static int resolve_path(int dirfd, const char *path, char *abs)
 {
 	char cwd[PATH_MAX];
 	const char *base = NULL;
@@ -412,6 +412,29 @@ static int resolve(int dirfd, const char *path, char *abs)
 	if (normalize(real, leaf, abs, &dotdot) < 0)
 		return PATH_OTHER;
 	return classify_abs(abs, strlen(abs));
+}
+
+/*
+ * names_dir says whether path can only name a directory: it ends in a
+ * slash, or its last component is "." or "..". The kernel never opens a
+ * regular file by such a name ("a.bin/" is ENOTDIR), but normalising
+ * drops that information, so resolve makes such a path a directory the
+ * shim tracks, never a file it serves from a copy.
+ */
+static int names_dir(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 0 && path[n - 1] == '/')
+		return 1;
+	const char *last = strrchr(path, '/');
+	last = last ? last + 1 : path;
+	return strcmp(last, ".") == 0 || strcmp(last, "..") == 0;
+}
+
+static int resolve(int dirfd, const char *path, char *abs)
+{
+	int cls = resolve_path(dirfd, path, abs);
+	return cls == PATH_FILE && names_dir(path) ? PATH_ABOVE : cls;
 }
 
 /*
