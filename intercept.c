@@ -573,6 +573,15 @@ static void fd_track_dir(int fd, const char *abs)
 		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
 }
 
+/* augur_fd_tier is the tier serving fd, or -1 (the original, or not a
+ * dataset file). */
+AUGUR_HIDDEN int augur_fd_tier(int fd)
+{
+	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind != FD_FILE)
+		return -1;
+	return fdtab[fd].tier;
+}
+
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 {
 	if (n > 0 && fd >= 0 && fd < FD_MAX && fdtab[fd].kind == FD_FILE)

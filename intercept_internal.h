@@ -115,6 +115,7 @@ AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
 /* Descriptor table. */
 AUGUR_HIDDEN void augur_migrate(int fd);
 AUGUR_HIDDEN void augur_fd_before_read(int fd);
+AUGUR_HIDDEN int augur_fd_tier(int fd);
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);

@@ -59,9 +59,46 @@ AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
 	READ_WRAPPER(ssize_t, sendfile64, in, out, in, off, count)
 
+/*
+ * copy_file_range fails with EXDEV between filesystems. A descriptor served
+ * from a tier is on the tier's filesystem, not the original's, so a copy
+ * that works without the shim (dataset and target on one filesystem)
+ * failed with it. The shim then copies itself: sendfile when the output
+ * goes to the file offset, pread and pwrite otherwise. Either may return
+ * a short count, as copy_file_range may.
+ */
+static ssize_t copy_across(int in, off64_t *inoff, int out, off64_t *outoff, size_t len)
+{
+	if (!outoff)
+		return CALL_OR_ENOSYS(sendfile64, out, in, inoff, len);
+	char buf[32768];
+	off64_t pos = inoff ? *inoff : lseek64(in, 0, SEEK_CUR);
+	if (pos < 0)
+		return -1;
+	ssize_t n = CALL_OR_ENOSYS(pread64, in, buf, len < sizeof(buf) ? len : sizeof(buf), pos);
+	if (n <= 0)
+		return n;
+	ssize_t w = pwrite64(out, buf, (size_t)n, *outoff);
+	if (w < 0)
+		return -1;
+	if (inoff)
+		*inoff = pos + w;
+	else
+		lseek64(in, pos + w, SEEK_SET);
+	*outoff += w;
+	return w;
+}
+
 AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *outoff,
 				     size_t len, unsigned int flags)
-	READ_WRAPPER(ssize_t, copy_file_range, in, in, inoff, out, outoff, len, flags)
+{
+	augur_fd_before_read(in);
+	ssize_t n = CALL_OR_ENOSYS(copy_file_range, in, inoff, out, outoff, len, flags);
+	if (n < 0 && errno == EXDEV && augur_fd_tier(in) >= 0)
+		n = copy_across(in, inoff, out, outoff, len);
+	augur_fd_account(in, n);
+	return n;
+}
 
 /*
  * mmap is also called by the Go runtime for its heap (through cgo) before
