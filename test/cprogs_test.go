@@ -1,0 +1,130 @@
+package test
+
+// Helpers shared by the POSIX, error, fork, staleness and bad-input tests:
+// building the small C programs of test/c, hashing what they print, and
+// bringing a job's leader up before a measured run.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// compileTestC builds test/c/<name>.c into dir with every warning an error
+// and returns the executable. Extra arguments go to gcc after the source
+// (flags, libraries).
+func compileTestC(t *testing.T, dir, name string, extra ...string) string {
+	t.Helper()
+	src := filepath.Join(repoRoot, "test", "c", name+".c")
+	out := filepath.Join(dir, name)
+	args := append([]string{"-Wall", "-Wextra", "-Werror", "-o", out, src}, extra...)
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %v: %v\n%s", args, err, b)
+	}
+	return out
+}
+
+// fnv64Hex is the FNV-1a 64 hash the C programs print, as 16 hex digits.
+func fnv64Hex(b []byte) string {
+	h := uint64(1469598103934665603)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return fmt.Sprintf("%016x", h)
+}
+
+// jobOfCase is the AUGUR_JOB of the case's environment.
+func jobOfCase(c *Case) string {
+	for _, e := range c.Env {
+		if v, ok := strings.CutPrefix(e, "AUGUR_JOB="); ok {
+			return v
+		}
+	}
+	c.T.Fatal("case has no AUGUR_JOB")
+	return ""
+}
+
+// primeJob brings the case's job to the state a long-running job is in:
+// a preloaded process (argv, `sleep` by default; pass a full command line
+// to run it another way, e.g. as another user) leads the job until the
+// segment says the tiers are validated, and then exits. The flag stays set
+// in the segment, so every later process of the job is served from the
+// tiers from its first open, which is what the Observer assertions need.
+// Without this the first process of a job reads originals until its
+// leader has validated the tiers, which is correct but not what is being
+// measured.
+func primeJob(c *Case, argv ...string) {
+	c.T.Helper()
+	preload := len(argv) == 0
+	if preload {
+		argv = []string{"sleep", "60"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	if preload {
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+Lib)
+	}
+	cmd.Dir = c.Dir
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	must(c.T, cmd.Start())
+	stop := func() { cancel(); cmd.Wait() }
+	job := jobOfCase(c)
+	deadline := time.Now().Add(20 * time.Second)
+	var seg *shim.Segment // mapped once: mappings live as long as the process
+	for time.Now().Before(deadline) {
+		if seg == nil {
+			seg, _ = shim.OpenSegment(shim.SegmentPath(job))
+		}
+		if seg != nil && seg.Stats().Ready {
+			stop()
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	c.T.Fatalf("job %s: no leader validated the tiers within 20s (%v)\nstderr:\n%s", job, argv, errb.String())
+}
+
+// nobody is the unprivileged identity of the permission tests.
+const nobodyID = "65534"
+
+// asNobody is argv run as nobody, with the shim preloaded when preload is
+// set. setpriv itself never carries the shim: a root process attaching to
+// the job would create its segment as root, and nobody could not use it.
+func asNobody(preload bool, argv ...string) []string {
+	cmd := []string{"setpriv", "--reuid=" + nobodyID, "--regid=" + nobodyID, "--clear-groups", "env"}
+	if preload {
+		cmd = append(cmd, "LD_PRELOAD="+Lib)
+	}
+	return append(cmd, argv...)
+}
+
+// openUp makes the case's directories (and the parents t.TempDir made
+// private) traversable by everyone, for runs as nobody.
+func openUp(t *testing.T, c *Case) {
+	t.Helper()
+	for _, d := range []string{filepath.Dir(c.Dir), c.Dir, c.Dataset, c.RAM} {
+		must(t, os.Chmod(d, 0o755))
+	}
+}
+
+// augurLines are the lines of a program's stderr that the shim wrote.
+func augurLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "augur:") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
