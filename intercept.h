@@ -72,6 +72,7 @@ struct augur_leader {
 	int32_t pid;         /* leader's pid, 0 = none */
 	uint32_t ready;      /* 1 once the tiers are validated */
 	uint64_t started_ns; /* CLOCK_REALTIME */
+	uint64_t ended_ns;   /* CLOCK_REALTIME, 0 while it runs */
 	uint64_t tier_used[AUGUR_MAX_TIERS];
 	uint64_t tier_files[AUGUR_MAX_TIERS];
 	uint64_t tier_capacity[AUGUR_MAX_TIERS];

@@ -81,6 +81,7 @@ func (l *Leader) publishIdentity() {
 	ld := &l.seg.s.leader
 	atomic.StoreInt32((*int32)(unsafe.Pointer(&ld.pid)), int32(os.Getpid()))
 	setU64(&ld.started_ns, uint64(time.Now().UnixNano()))
+	setU64(&ld.ended_ns, 0)
 	setString(&ld.policy[0], len(ld.policy), l.cfg.Policy)
 	for i, t := range l.cfg.Tiers {
 		setString(&ld.tiers[i][0], len(ld.tiers[i]), t.Path)
@@ -175,7 +176,7 @@ func (l *Leader) Close() {
 	for _, t := range l.tiers {
 		t.lock.Unlock()
 	}
-	atomic.StoreInt32((*int32)(unsafe.Pointer(&l.seg.s.leader.pid)), 0)
+	setU64(&l.seg.s.leader.ended_ns, uint64(time.Now().UnixNano()))
 	l.lock.Close()
 }
 

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -40,6 +41,10 @@ type Stats struct {
 	StaleRemoved  uint64      `json:"stale_removed"`
 	Copies        uint64      `json:"copies"`
 	CopyBytes     uint64      `json:"copy_bytes"`
+	CopyRate      float64     `json:"copy_bytes_per_second"`
+	InFlight      uint64      `json:"copies_in_flight"`
+	Migrated      uint64      `json:"descriptors_moved"`
+	UptimeSeconds float64     `json:"leader_uptime_seconds"`
 	Events        uint64      `json:"events"`
 	Lost          uint64      `json:"events_lost"`
 	Tiers         []TierStats `json:"tiers"`
@@ -66,10 +71,22 @@ func (s *Segment) Stats() Stats {
 		StaleRemoved:  u64(&l.stale_removed),
 		Copies:        u64(&l.copies),
 		CopyBytes:     u64(&l.copy_bytes),
+		InFlight:      u64(&l.inflight),
+		Migrated:      u64(&c.migrated),
 		Events:        u64(&l.events),
 		Lost:          u64(&l.lost),
 	}
-	st.LeaderAlive = st.LeaderPID > 0 && syscall.Kill(st.LeaderPID, 0) == nil
+	st.LeaderAlive = st.LeaderPID > 0 && u64(&l.ended_ns) == 0 && syscall.Kill(st.LeaderPID, 0) == nil
+	if started := u64(&l.started_ns); started > 0 {
+		end := time.Now()
+		if ended := u64(&l.ended_ns); ended > 0 {
+			end = time.Unix(0, int64(ended))
+		}
+		st.UptimeSeconds = end.Sub(time.Unix(0, int64(started))).Seconds()
+		if st.UptimeSeconds > 0 {
+			st.CopyRate = float64(st.CopyBytes) / st.UptimeSeconds
+		}
+	}
 	for i := 0; i < MaxTiers; i++ {
 		path := C.GoString(&l.tiers[i][0])
 		if path == "" {

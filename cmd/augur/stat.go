@@ -79,7 +79,9 @@ func printStats(w io.Writer, st shim.Stats) {
 			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
 		}
 	}
-	fmt.Fprintf(w, "\nwrite opens %d   copies invalidated %d   stale removed at start %d   tier errors %d\n",
+	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   open descriptors moved to a copy %d\n",
+		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Migrated)
+	fmt.Fprintf(w, "write opens %d   copies invalidated %d   stale removed at start %d   tier errors %d\n",
 		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
 		st.Events, st.RingDropped, st.Lost, st.Untracked)
