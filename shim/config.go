@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/pelletier/go-toml/v2"
@@ -27,6 +28,9 @@ type Config struct {
 	LogLevel string
 	LogFile  string
 	File     string // the config file read, if any
+	// Revalidate is how often, at most, the leader compares a served
+	// copy with its source during a job (0: at every open).
+	Revalidate time.Duration
 }
 
 // Policies the control plane knows.
@@ -34,9 +38,10 @@ var Policies = []string{"static", "reactive"}
 
 // fileConfig is the TOML schema. Unknown keys are errors.
 type fileConfig struct {
-	Policy  string `toml:"policy"`
-	Seed    *int64 `toml:"seed"`
-	Dataset struct {
+	Policy     string `toml:"policy"`
+	Seed       *int64 `toml:"seed"`
+	Revalidate string `toml:"revalidate"`
+	Dataset    struct {
 		Roots []string `toml:"roots"`
 	} `toml:"dataset"`
 	Tier []struct {
@@ -67,7 +72,7 @@ func (e *ConfigError) Error() string {
 
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
-	c := &Config{Policy: "static", LogLevel: "warn"}
+	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
 		if err := c.readFile(path); err != nil {
 			return nil, err
@@ -104,6 +109,11 @@ func (c *Config) readFile(path string) error {
 	}
 	if fc.Seed != nil {
 		c.Seed = *fc.Seed
+	}
+	if fc.Revalidate != "" {
+		if c.Revalidate, err = parseDuration(fc.Revalidate); err != nil {
+			return fail("", 0, "revalidate", "revalidate: "+err.Error())
+		}
 	}
 	c.Roots = fc.Dataset.Roots
 	for i, t := range fc.Tier {
@@ -199,6 +209,13 @@ func (c *Config) applyEnv() error {
 		}
 		c.Seed = s
 	}
+	if v := os.Getenv("AUGUR_REVALIDATE"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return fmt.Errorf("AUGUR_REVALIDATE: %w", err)
+		}
+		c.Revalidate = d
+	}
 	if v := os.Getenv("AUGUR_LOG"); v != "" {
 		level, file, _ := strings.Cut(v, ":")
 		if !validLevel(level) {
@@ -291,6 +308,14 @@ func (c *Config) check() error {
 // within says whether p is dir or inside it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration (examples: 30s, 5m, 0s)", s)
+	}
+	return d, nil
 }
 
 func validPolicy(p string) bool {

@@ -22,9 +22,12 @@ type Leader struct {
 	lock  *os.File
 	tiers []tierState
 	ring  ringReader
-	react *reactive // nil unless the policy is reactive
-	stop  chan struct{}
-	done  chan struct{}
+	// checked is when each served copy's source was last compared with
+	// it; only the run goroutine uses it.
+	checked map[string]time.Time
+	react   *reactive // nil unless the policy is reactive
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // tierState is the leader's view of one tier.
@@ -47,7 +50,8 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		return nil, err
 	}
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		checked: map[string]time.Time{},
+		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.openTiers()
 	if cfg.Policy == "reactive" {
@@ -145,6 +149,8 @@ func (l *Leader) run() {
 				if l.react != nil {
 					l.react.known.Delete(ev.Path) // fetch the new content on its next read
 				}
+			case ev.Kind == EvOpen && ev.Tier >= 0:
+				l.revalidate(ev)
 			case ev.Kind == EvOpen && l.react != nil:
 				l.react.onOpen(ev)
 			}
@@ -212,4 +218,42 @@ func (c *Config) RootForms() []string {
 // String is a one-line summary for messages.
 func (c *Config) String() string {
 	return fmt.Sprintf("roots=%v tiers=%d policy=%s", c.Roots, len(c.Tiers), c.Policy)
+}
+
+// revalidate drops the copy behind an open event if its source changed,
+// checking each file at most once per Config.Revalidate. The data plane
+// serves copies without touching the shared filesystem; this catches a
+// source rewritten behind augur's back (not through the shim).
+// A reader that already has the copy open keeps reading the old content
+// whole; the next open reads the new one from the original.
+func (l *Leader) revalidate(ev Event) {
+	if ev.Truncated || ev.Tier >= len(l.tiers) || l.tiers[ev.Tier].lock == nil {
+		return
+	}
+	if last, ok := l.checked[ev.Path]; ok && time.Since(last) < l.cfg.Revalidate {
+		return
+	}
+	l.checked[ev.Path] = time.Now()
+	cp, err := tiering.CopyPath(l.tiers[ev.Tier].Path, ev.Path)
+	if err != nil {
+		return
+	}
+	var src, cst unix.Stat_t
+	if unix.Stat(cp, &cst) != nil {
+		return
+	}
+	err = statRetry(ev.Path, &src)
+	if err == nil && src.Size == cst.Size && src.Mtim == cst.Mtim {
+		return
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		return // cannot tell; keep the copy
+	}
+	if os.Remove(cp) == nil {
+		l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)
+		addU64(&l.seg.s.leader.stale_removed, 1)
+		if l.react != nil {
+			l.react.known.Delete(ev.Path)
+		}
+	}
 }
