@@ -31,9 +31,11 @@
  * its next batch; sync_ns the mean time waiting for the other ranks. With
  * -L, the latency of every sample read (open to close for a whole file, the
  * read calls for a record), in nanoseconds as little-endian uint64, rank
- * after rank in access order, goes to LATDIR/lat-E.bin. With -p, lines
- * "progress E DONE TOTAL" report samples done while an epoch runs. With -b
- * the reader waits for a line on stdin after each epoch line but the last,
+ * after rank in access order, goes to LATDIR/lat-E.bin, and the sample
+ * index read at each of those positions to LATDIR/idx-E.bin (same format).
+ * With -p, lines "progress E DONE TOTAL" report samples done while an epoch
+ * runs. With -b the reader waits for a line on stdin after each epoch line
+ * but the last,
  * so the caller can read counters between epochs.
  */
 #define _GNU_SOURCE
@@ -86,6 +88,7 @@ struct shared {
 };
 static struct shared *sh;
 static unsigned long long *lat; /* per sample of the epoch, rank after rank */
+static unsigned long long *idx; /* the index read there */
 
 static char *buf;
 
@@ -352,6 +355,7 @@ static void read_batch(int e, int r, long b, struct rankstat *st, long latbase)
 		long long t0 = now_ns();
 		long long got = s->kind == 'r' ? read_record(s) : read_whole(s);
 		lat[latbase + i] = now_ns() - t0;
+		idx[latbase + i] = o[i];
 		if (got < 0 || (s->kind == 'r' && got != s->len))
 			st->errors++;
 		else
@@ -498,14 +502,14 @@ static void rank(int e, int r, long latbase)
 	exit(0);
 }
 
-static void write_latencies(int e, long total)
+static void write_array(const char *what, int e, const unsigned long long *a, long total)
 {
 	char name[4096];
-	snprintf(name, sizeof(name), "%s/lat-%d.bin", latdir, e + 1);
+	snprintf(name, sizeof(name), "%s/%s-%d.bin", latdir, what, e + 1);
 	FILE *f = fopen(name, "w");
 	if (!f)
 		die(name);
-	if (fwrite(lat, sizeof(*lat), total, f) != (size_t)total || fclose(f) != 0)
+	if (fwrite(a, sizeof(*a), total, f) != (size_t)total || fclose(f) != 0)
 		die(name);
 }
 
@@ -525,6 +529,7 @@ static int run_epoch(int e)
 	memset(sh->r, 0, ranks * sizeof(sh->r[0]));
 	sh->done = 0;
 	memset(lat, 0, total * sizeof(*lat));
+	memset(idx, 0xff, total * sizeof(*idx));
 	fflush(stdout);
 	pid_t pids[ranks];
 	long long start = now_ns();
@@ -579,8 +584,10 @@ static int run_epoch(int e)
 		n += s->samples;
 		errors += s->errors;
 	}
-	if (latdir && !noio)
-		write_latencies(e, total);
+	if (latdir && !noio) {
+		write_array("lat", e, lat, total);
+		write_array("idx", e, idx, total);
+	}
 	printf("epoch %d samples %ld bytes %lld wall_ns %lld stall_ns %lld stall_max_ns %lld sync_ns %lld errors %ld\n",
 	       e + 1, n, bytes, end - start, stall / ranks, stall_max, syn / ranks, errors);
 	fflush(stdout);
@@ -641,7 +648,8 @@ int main(int argc, char **argv)
 	sh = mmap(NULL, sizeof(*sh) + ranks * sizeof(sh->r[0]), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	lat = mmap(NULL, maxtotal * sizeof(*lat), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED || lat == MAP_FAILED)
+	idx = mmap(NULL, maxtotal * sizeof(*idx), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || lat == MAP_FAILED || idx == MAP_FAILED)
 		die("mmap");
 	pthread_barrierattr_t ba;
 	pthread_barrierattr_init(&ba);

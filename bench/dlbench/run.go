@@ -1,0 +1,355 @@
+package dlbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/augur-hpc/augur/bench/pfsemu"
+)
+
+// Read modes: the libc call that reads a sample.
+const (
+	ReadWhole = "whole" // open, read until EOF, close (records: lseek + read)
+	ReadPread = "pread" // open, fstat, pread (records: pread on a kept descriptor)
+	ReadMmap  = "mmap"  // mmap and touch every page
+)
+
+// Workload is what the readers do: the training loop's shape.
+type Workload struct {
+	Epochs   int    `json:"epochs"`
+	Seed     int64  `json:"seed"`
+	Sampler  string `json:"sampler"` // a seed.Spec Sampler; "distributed" by default
+	Ranks    int    `json:"ranks"`
+	Workers  int    `json:"workers"` // per rank; 0: the rank reads itself
+	Batch    int    `json:"batch"`
+	Prefetch int    `json:"prefetch"` // batches in flight per worker (PyTorch's prefetch_factor)
+	// Compute is the time one batch computes; ComputeRate (bytes per
+	// second) adds the batch's bytes at that rate. The compute loop
+	// sleeps: an accelerator computes, the CPU is free.
+	Compute     time.Duration `json:"compute_ns"`
+	ComputeRate float64       `json:"compute_bytes_per_sec,omitempty"`
+	ReadMode    string        `json:"read_mode"`
+	NoIO        bool          `json:"no_io,omitempty"`
+	// NoSync lets ranks run apart; by default they meet after every step
+	// as DDP's gradient all-reduce makes them.
+	NoSync bool `json:"no_sync,omitempty"`
+}
+
+// DefaultWorkload is a small DDP job: 1 rank, 2 workers, batches of 32,
+// 3 epochs, whole-file reads, DistributedSampler with seed 42.
+func DefaultWorkload() Workload {
+	return Workload{Epochs: 3, Seed: 42, Sampler: "distributed", Ranks: 1, Workers: 2, Batch: 32, Prefetch: 2,
+		ReadMode: ReadWhole}
+}
+
+// Validate reports the first thing wrong with w.
+func (w *Workload) Validate() error {
+	switch {
+	case w.Epochs < 1:
+		return fmt.Errorf("epochs %d: need at least 1", w.Epochs)
+	case w.Ranks < 1:
+		return fmt.Errorf("ranks %d: need at least 1", w.Ranks)
+	case w.Workers < 0:
+		return fmt.Errorf("workers %d is negative", w.Workers)
+	case w.Batch < 1:
+		return fmt.Errorf("batch %d: need at least 1", w.Batch)
+	case w.Prefetch < 1:
+		return fmt.Errorf("prefetch %d: need at least 1", w.Prefetch)
+	case w.Compute < 0 || w.ComputeRate < 0:
+		return errors.New("compute time and rate must not be negative")
+	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap:
+		return fmt.Errorf("read mode %q: want whole, pread or mmap", w.ReadMode)
+	}
+	return nil
+}
+
+// Describe is a one-line summary, like fio's job line.
+func (w *Workload) Describe() string {
+	c := fmt.Sprintf("compute %v/batch", w.Compute)
+	if w.ComputeRate > 0 {
+		c += fmt.Sprintf(" + %.0f MB/s", w.ComputeRate/1e6)
+	}
+	io := "read=" + w.ReadMode
+	if w.NoIO {
+		io = "no I/O"
+	}
+	return fmt.Sprintf("%d rank(s) x %d worker(s), batch %d, prefetch %d, %s, %s, %d epochs, %s sampler seed %d",
+		w.Ranks, w.Workers, w.Batch, w.Prefetch, c, io, w.Epochs, w.Sampler, w.Seed)
+}
+
+// Exec says how to run the readers.
+type Exec struct {
+	// Reader is the dlreader binary (see FindReader).
+	Reader string
+	// Root is where the readers find the dataset: its root, a mount of it
+	// or a copy. Empty means the dataset's own root.
+	Root string
+	// Wrapper, when set, is a command the reader runs under, such as
+	// {"augur", "run", "--", }: the reader's argv is appended.
+	Wrapper []string
+	// Preload is put in front of LD_PRELOAD; Env is added to the
+	// environment (KEY=VALUE).
+	Preload string
+	Env     []string
+	// Counters, when set, returns the emulated PFS's counters; it is
+	// called before the reader starts and after each epoch.
+	Counters func() (pfsemu.Stats, error)
+	// Progress, when set, is called while an epoch runs with the samples
+	// done so far.
+	Progress func(p Progress)
+	// WorkDir holds the list, order and latency files; a temporary
+	// directory when empty.
+	WorkDir string
+}
+
+// Progress is a running epoch's state.
+type Progress struct {
+	Epoch, Epochs int
+	Done, Total   int64
+	Elapsed       time.Duration // in this epoch
+	Last          *Epoch        // the last finished epoch, nil in the first
+}
+
+// Run runs w over ds with x and returns what it measured. Every epoch's
+// line is read as the reader prints it; the reader then waits until the
+// PFS counters have been read, so each epoch's counters are its own.
+func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Result, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	root := x.Root
+	if root == "" {
+		root = ds.Root
+	}
+	work := x.WorkDir
+	if work == "" {
+		d, err := os.MkdirTemp("", "dlbench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		work = d
+	}
+	list, order := filepath.Join(work, "list"), filepath.Join(work, "order")
+	if err := ds.WriteList(list, root); err != nil {
+		return nil, err
+	}
+	orders, err := Orders(w.Sampler, len(ds.Samples), w.Ranks, w.Epochs, w.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteOrder(order, orders); err != nil {
+		return nil, err
+	}
+	argv := append(append([]string(nil), x.Wrapper...), x.Reader,
+		"-R", strconv.Itoa(w.Ranks), "-W", strconv.Itoa(w.Workers), "-B", strconv.Itoa(w.Batch),
+		"-P", strconv.Itoa(w.Prefetch), "-c", strconv.FormatInt(w.Compute.Microseconds(), 10),
+		"-m", w.ReadMode, "-b", "-L", work)
+	if w.ComputeRate > 0 {
+		argv = append(argv, "-t", strconv.FormatFloat(w.ComputeRate/1e6, 'f', -1, 64))
+	}
+	if w.NoIO {
+		argv = append(argv, "-n")
+	}
+	if w.NoSync {
+		argv = append(argv, "-S")
+	}
+	if x.Progress != nil {
+		argv = append(argv, "-p")
+	}
+	argv = append(argv, list, order)
+
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), x.Env...)
+	if x.Preload != "" {
+		pre := x.Preload
+		if old := os.Getenv("LD_PRELOAD"); old != "" {
+			pre += ":" + old
+		}
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+pre)
+	}
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Name: name, Workload: w, Dataset: ds.Describe(), Root: root, Preload: x.Preload}
+	var prev pfsemu.Stats
+	if x.Counters != nil {
+		if prev, err = x.Counters(); err != nil {
+			return nil, fmt.Errorf("PFS counters: %w", err)
+		}
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	epochStart := start
+	var perr error
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() && perr == nil {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 4 && f[0] == "progress" && x.Progress != nil:
+			e, _ := strconv.Atoi(f[1])
+			done, _ := strconv.ParseInt(f[2], 10, 64)
+			total, _ := strconv.ParseInt(f[3], 10, 64)
+			p := Progress{Epoch: e, Epochs: w.Epochs, Done: done, Total: total, Elapsed: time.Since(epochStart)}
+			if n := len(res.Epochs); n > 0 {
+				p.Last = &res.Epochs[n-1]
+			}
+			x.Progress(p)
+		case len(f) > 0 && f[0] == "epoch":
+			var ep *Epoch
+			if ep, perr = parseEpoch(f); perr != nil {
+				break
+			}
+			if !w.NoIO {
+				lat, err := readLatencies(filepath.Join(work, fmt.Sprintf("lat-%d.bin", ep.Epoch)))
+				if err != nil {
+					perr = err
+					break
+				}
+				ep.Latency = Percentiles(lat)
+			}
+			if x.Counters != nil {
+				now, err := x.Counters()
+				if err != nil {
+					perr = fmt.Errorf("PFS counters: %w", err)
+					break
+				}
+				d := subStats(now, prev)
+				ep.PFS, prev = &d, now
+			}
+			res.Epochs = append(res.Epochs, *ep)
+			epochStart = time.Now()
+			io.WriteString(stdin, "next\n") // an error here shows up as the reader's exit
+		}
+	}
+	stdin.Close()
+	if perr != nil {
+		cmd.Process.Kill()
+	}
+	io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Overhead = res.Seconds - res.TotalSeconds()
+	res.Stderr = stderr.String()
+	switch {
+	case perr != nil:
+		return res, perr
+	case werr != nil:
+		return res, fmt.Errorf("reader: %v%s", werr, indentTail(res.Stderr))
+	case len(res.Epochs) != w.Epochs:
+		return res, fmt.Errorf("reader reported %d epochs of %d%s", len(res.Epochs), w.Epochs, indentTail(res.Stderr))
+	}
+	return res, nil
+}
+
+// parseEpoch reads "epoch E samples N bytes B wall_ns T stall_ns S
+// stall_max_ns M sync_ns Y errors X".
+func parseEpoch(f []string) (*Epoch, error) {
+	if len(f)%2 != 0 {
+		return nil, fmt.Errorf("reader: bad epoch line %q", strings.Join(f, " "))
+	}
+	v := map[string]int64{}
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reader: bad epoch line %q", strings.Join(f, " "))
+		}
+		v[f[i]] = n
+	}
+	for _, k := range []string{"epoch", "samples", "bytes", "wall_ns", "stall_ns", "stall_max_ns", "sync_ns", "errors"} {
+		if _, ok := v[k]; !ok {
+			return nil, fmt.Errorf("reader: epoch line %q lacks %s", strings.Join(f, " "), k)
+		}
+	}
+	ep := &Epoch{Epoch: int(v["epoch"]), Samples: v["samples"], Bytes: v["bytes"],
+		Seconds: float64(v["wall_ns"]) / 1e9, Stall: float64(v["stall_ns"]) / 1e9,
+		StallMax: float64(v["stall_max_ns"]) / 1e9, Sync: float64(v["sync_ns"]) / 1e9, Errors: v["errors"]}
+	if ep.Seconds > 0 {
+		ep.SamplesPerSec = float64(ep.Samples) / ep.Seconds
+		ep.MBPerSec = float64(ep.Bytes) / ep.Seconds / 1e6
+	}
+	return ep, nil
+}
+
+// tailBuffer keeps the last 64 KiB written to it.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 64<<10 {
+		t.b = t.b[len(t.b)-64<<10:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+func indentTail(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return "\n\t" + strings.Join(lines, "\n\t")
+}
+
+// StatsFileCounters returns a Counters function reading the stats file of
+// an `augur pfsemu` running elsewhere. The file is rewritten every stats
+// interval, so each call waits (up to wait) for a version written after
+// the call began.
+func StatsFileCounters(name string, wait time.Duration) func() (pfsemu.Stats, error) {
+	return func() (pfsemu.Stats, error) {
+		called := time.Now()
+		deadline := called.Add(wait)
+		for {
+			fi, err := os.Stat(name)
+			if err == nil && fi.ModTime().After(called) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var st pfsemu.Stats
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return st, err
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(data), &st); err != nil {
+			return st, fmt.Errorf("%s: %v", name, err)
+		}
+		return st, nil
+	}
+}
