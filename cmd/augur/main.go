@@ -23,6 +23,7 @@ var commands = map[string]func(args []string) int{
 	"check":  cmdCheck,
 	"clean":  cmdClean,
 	"pfsemu": cmdPfsemu,
+	"bench":  cmdBench,
 }
 
 const usage = `usage: augur <command> [flags]
@@ -35,6 +36,7 @@ commands:
   check [--config F]   validate the configuration
   clean [--jobs]       remove all tier copies (and, with --jobs, ended jobs' counters)
   pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)
+  bench [flags] [JOB.toml]   deep-learning I/O benchmark (ranks x forked C readers; see docs/bench.md)
 
 Configuration comes from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables;
 see README.md.
