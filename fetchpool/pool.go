@@ -12,6 +12,7 @@ package fetchpool
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/augur-hpc/augur/tiering"
 	"golang.org/x/sys/unix"
@@ -171,6 +172,18 @@ func (p *Pool) Tiers() []TierState {
 		ts = append(ts, TierState{s.used, s.reserved, s.full, s.failed})
 	}
 	return ts
+}
+
+// Drain waits until no copy is queued or in progress, or timeout.
+func (p *Pool) Drain(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for p.Pending() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // Close stops the workers after the copies in progress; queued copies are

@@ -143,16 +143,8 @@ func (l *Leader) run() {
 	recount := false
 	for {
 		l.ring.poll(1024, func(ev Event) {
-			switch {
-			case ev.Kind == EvInvalidate:
+			if l.handle(ev) {
 				recount = true
-				if l.react != nil {
-					l.react.known.Delete(ev.Path) // fetch the new content on its next read
-				}
-			case ev.Kind == EvOpen && ev.Tier >= 0:
-				l.revalidate(ev)
-			case ev.Kind == EvOpen && l.react != nil:
-				l.react.onOpen(ev)
 			}
 		})
 		select {
@@ -170,13 +162,35 @@ func (l *Leader) run() {
 	}
 }
 
+// handle acts on one event; it reports whether tier usage must be
+// recounted.
+func (l *Leader) handle(ev Event) bool {
+	switch {
+	case ev.Kind == EvInvalidate:
+		if l.react != nil {
+			l.react.known.Delete(ev.Path) // fetch the new content on its next read
+		}
+		return true
+	case ev.Kind == EvOpen && ev.Tier >= 0:
+		l.revalidate(ev)
+	case ev.Kind == EvOpen && l.react != nil:
+		l.react.onOpen(ev)
+	}
+	return false
+}
+
+// drainTimeout bounds how long Close waits for queued copies: they make
+// the next job start hot, but the command has ended.
+const drainTimeout = 30 * time.Second
+
 // Close stops the leader and releases its locks. The segment stays, so
 // augur stat can show the job after it ended.
 func (l *Leader) Close() {
 	close(l.stop)
 	<-l.done
-	l.ring.poll(1<<30, func(Event) {})
+	l.ring.poll(1<<30, func(ev Event) { l.handle(ev) })
 	if l.react != nil {
+		l.react.pool.Drain(drainTimeout)
 		l.react.close()
 	}
 	for _, t := range l.tiers {
