@@ -680,12 +680,10 @@ static int open_copy(const char *abs, int flags, int *tier)
 		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
 			return -1;
 		int fd = real_openat(AT_FDCWD, tp, tflags, 0);
-		/* tmpfs refuses O_DIRECT and O_NOATIME is owner-only: the copy
-		 * is still the right bytes without them. */
+		/* tmpfs refuses O_DIRECT: the copy is still the right bytes
+		 * without it. */
 		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
 			fd = real_openat(AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
-		if (fd < 0 && errno == EPERM && (tflags & O_NOATIME))
-			fd = real_openat(AT_FDCWD, tp, tflags & ~O_NOATIME, 0);
 		if (fd >= 0) {
 			*tier = t;
 			return fd;
@@ -749,9 +747,13 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	} else {
 		AUGUR_ERRNO_SAVE;
 		int tier = -1;
-		/* O_NOFOLLOW must fail on a symlinked source; only the
-		 * original can tell, so it is served from there. */
-		fd = (leader_ready() && !(flags & O_NOFOLLOW)) ? open_copy(abs, flags, &tier) : -1;
+		/* O_NOFOLLOW must fail on a symlinked source, and O_NOATIME
+		 * with EPERM unless the caller owns the source (the copy's
+		 * owner is the tier's writer); only the original can tell, so
+		 * both are served from there. */
+		fd = (leader_ready() && !(flags & (O_NOFOLLOW | O_NOATIME)))
+			     ? open_copy(abs, flags, &tier)
+			     : -1;
 		AUGUR_ERRNO_RESTORE;
 		if (fd < 0)
 			fd = real_openat(dirfd, path, flags, mode);
