@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +61,7 @@ func Publish(t Tier, source string) (int64, error) {
 		err = sameSource(fd, &before, n)
 	}
 	if err == nil {
-		if err = publishTmp(tmp.Name(), dst, &before); err != nil {
+		if err = publishTmp(t.Path, tmp.Name(), dst, &before); err != nil {
 			err = &TierError{err}
 		}
 	}
@@ -119,21 +120,82 @@ func sameSource(fd int, before *unix.Stat_t, n int64) error {
 	return nil
 }
 
-// publishTmp gives the copy its source's mode and times, then renames it
+// publishTmp gives the copy its source's access and times, then renames it
 // into place.
-func publishTmp(tmp, dst string, src *unix.Stat_t) error {
-	if err := os.Chmod(tmp, os.FileMode(src.Mode&0o7777)); err != nil {
+func publishTmp(tier, tmp, dst string, src *unix.Stat_t) error {
+	if err := applyAccess(tmp, src, false); err != nil {
 		return err
 	}
 	times := []unix.Timespec{src.Atim, src.Mtim}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, tmp, times, 0); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := mkdirs(tier, dst); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("publish %s: %w", dst, err)
+	}
+	return nil
+}
+
+// Access. A copy is opened by the data plane in place of its source with
+// the caller's own credentials, so the kernel's permission check on the
+// copy must never let through a caller the source would refuse: a copy
+// of /data/private/x (private/ is 0700) in a directory anyone may search
+// served x to anyone. So every directory of a copy path gets the access
+// of the source directory it stands for, and the copy that of its source,
+// by applyAccess. The tier's writer, who could read the source when it
+// copied it, keeps access.
+
+// applyAccess gives path (a copy, or a directory of copies when dir is
+// set) the permission bits and group of src, except: no setuid, setgid or
+// sticky bit; a directory is always the writer's to search and fill and
+// never anyone else's to write (no one but the writer may plant a copy);
+// and when the group cannot be src's, the group gets no more than others.
+func applyAccess(path string, src *unix.Stat_t, dir bool) error {
+	mode := src.Mode & 0o777
+	if dir {
+		mode = mode&^0o022 | 0o700
+	}
+	if int(src.Gid) != os.Getegid() {
+		if err := unix.Chown(path, -1, int(src.Gid)); err != nil {
+			g, o := mode>>3&7, mode&7
+			mode = mode&^0o070 | (g&o)<<3
+		}
+	}
+	return os.Chmod(path, os.FileMode(mode))
+}
+
+// mkdirs creates the missing directories of dst, a copy path in tier,
+// each with the access of the source directory it stands for
+// (<tier>/files/a@/b@ stands for /a/b). A directory that exists is left
+// as it is.
+func mkdirs(tier, dst string) error {
+	files := filepath.Join(tier, filesDir)
+	rel, err := filepath.Rel(files, filepath.Dir(dst))
+	if err != nil || rel == "." {
+		return err
+	}
+	d, src := files, "/"
+	for _, part := range strings.Split(rel, "/") {
+		d = filepath.Join(d, part)
+		src = filepath.Join(src, strings.TrimSuffix(part, dirMark))
+		err := os.Mkdir(d, 0o700)
+		if os.IsExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := stat(src, &st); err != nil {
+			os.Remove(d)
+			return err
+		}
+		if err := applyAccess(d, &st, true); err != nil {
+			return err
+		}
 	}
 	return nil
 }
