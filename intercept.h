@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 2
+#define AUGUR_ABI_VERSION 3
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 200
@@ -82,6 +82,16 @@ struct augur_leader {
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
 	uint64_t copy_bytes;
+	/* The clairvoyant policy's view of its prediction. */
+	uint64_t predicted;     /* files the prediction covers */
+	uint64_t pred_hits;     /* predicted opens served from a tier */
+	uint64_t pred_late;     /* predicted opens whose prefetch was still running */
+	uint64_t pred_misses;   /* predicted opens that were not prefetched */
+	uint64_t unpredicted;   /* opens the prediction did not expect there */
+	uint64_t accuracy_ppm;  /* expected / observed opens, recent window, x1e6 */
+	uint64_t staged_files;  /* copies staged for one read, in tier 0 */
+	uint64_t staged_bytes;
+	uint64_t fell_back;     /* 1: accesses did not match; reactive now */
 	uint64_t events;        /* events consumed */
 	uint64_t lost;          /* slots skipped: a producer died mid-write */
 	char policy[16];
@@ -100,6 +110,7 @@ struct augur_segment {
 	uint32_t magic;
 	uint32_t version;
 	uint64_t size;
+	uint64_t created_ns; /* CLOCK_REALTIME, when the job's first process made it */
 	char job[64];
 	struct augur_counters counters;
 	struct augur_leader leader;

@@ -86,6 +86,30 @@ func (p *Pool) Fetch(path string, size int64) bool {
 	return p.placeLocked(job{path, size}, 0)
 }
 
+// FetchTo queues path for one tier, if it has room: the clairvoyant
+// policy decides placement itself. A tier failure still moves the file to
+// the next tier.
+func (p *Pool) FetchTo(path string, size int64, tier int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.pending[path] || tier < 0 || tier >= len(p.slots) {
+		return false
+	}
+	s := &p.slots[tier]
+	if s.full || s.failed || s.used+s.reserved+size > s.tier.Capacity {
+		return false
+	}
+	return p.placeLocked(job{path, size}, tier)
+}
+
+// Release gives back bytes of a tier whose copy the caller removed (a
+// staged file dropped after use).
+func (p *Pool) Release(tier int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slots[tier].used -= bytes
+}
+
 // placeLocked queues j on the first usable tier at or after from.
 //
 // Preconditions: p.mu is held.

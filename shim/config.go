@@ -31,10 +31,32 @@ type Config struct {
 	// Revalidate is how often, at most, the leader compares a served
 	// copy with its source during a job (0: at every open).
 	Revalidate time.Duration
+	Access     Access
 }
 
+// Access is how the training job reads the dataset: what the clairvoyant
+// policy reproduces (see package seed).
+type Access struct {
+	Sampler      string // distributed, random, sequential, numpy, numpy-legacy, file:<path>
+	Layout       string // imagefolder, flat, list:<file>
+	Epochs       int    // 0: unknown; placement then looks DefaultHorizon epochs ahead
+	BatchSize    int
+	DropLast     bool
+	Shuffle      bool
+	WorldSize    int    // ranks in the job
+	RanksPerNode int    // ranks on each node
+	NodeRank     int    // this node's index: its ranks are NodeRank*RanksPerNode + local rank
+	Torch        string // PyTorch version the job runs ("" = before 2.6)
+	Lookahead    int    // files prefetched ahead of each rank
+	Stage        int64  // bytes of the RAM tier for staged files (read once, then dropped)
+}
+
+// DefaultHorizon is how many epochs placement considers when the job's
+// epoch count is not configured.
+const DefaultHorizon = 10
+
 // Policies the control plane knows.
-var Policies = []string{"static", "reactive"}
+var Policies = []string{"static", "reactive", "clairvoyant"}
 
 // fileConfig is the TOML schema. Unknown keys are errors.
 type fileConfig struct {
@@ -42,8 +64,24 @@ type fileConfig struct {
 	Seed       *int64 `toml:"seed"`
 	Revalidate string `toml:"revalidate"`
 	Dataset    struct {
-		Roots []string `toml:"roots"`
+		Roots  []string `toml:"roots"`
+		Layout string   `toml:"layout"`
 	} `toml:"dataset"`
+	Sampler struct {
+		Kind         string `toml:"kind"`
+		Epochs       int    `toml:"epochs"`
+		BatchSize    int    `toml:"batch_size"`
+		DropLast     *bool  `toml:"drop_last"`
+		Shuffle      *bool  `toml:"shuffle"`
+		WorldSize    int    `toml:"world_size"`
+		RanksPerNode int    `toml:"ranks_per_node"`
+		NodeRank     int    `toml:"node_rank"`
+		Torch        string `toml:"torch_version"`
+	} `toml:"sampler"`
+	Prefetch struct {
+		Lookahead int    `toml:"lookahead"`
+		Stage     string `toml:"stage"`
+	} `toml:"prefetch"`
 	Tier []struct {
 		Path     string `toml:"path"`
 		Capacity string `toml:"capacity"`
@@ -72,7 +110,9 @@ func (e *ConfigError) Error() string {
 
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
-	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second}
+	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second,
+		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
+			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
 		if err := c.readFile(path); err != nil {
 			return nil, err
@@ -116,6 +156,9 @@ func (c *Config) readFile(path string) error {
 		}
 	}
 	c.Roots = fc.Dataset.Roots
+	if err := c.readAccess(&fc, fail); err != nil {
+		return err
+	}
 	for i, t := range fc.Tier {
 		if t.Path == "" {
 			return fail("tier", i, "", "tier has no path")
@@ -140,6 +183,56 @@ func (c *Config) readFile(path string) error {
 		}
 	}
 	c.LogFile = fc.Log.File
+	return nil
+}
+
+// readAccess takes the [sampler], [prefetch] and dataset layout keys.
+func (c *Config) readAccess(fc *fileConfig, fail func(string, int, string, string) error) error {
+	a, fs := &c.Access, &fc.Sampler
+	if fc.Dataset.Layout != "" {
+		a.Layout = fc.Dataset.Layout
+	}
+	if fs.Kind != "" {
+		a.Sampler = fs.Kind
+	}
+	if fs.DropLast != nil {
+		a.DropLast = *fs.DropLast
+	}
+	if fs.Shuffle != nil {
+		a.Shuffle = *fs.Shuffle
+	}
+	a.Torch = fs.Torch
+	ints := []struct {
+		key string
+		v   int
+		dst *int
+		min int
+	}{
+		{"epochs", fs.Epochs, &a.Epochs, 0}, {"batch_size", fs.BatchSize, &a.BatchSize, 0},
+		{"world_size", fs.WorldSize, &a.WorldSize, 1}, {"ranks_per_node", fs.RanksPerNode, &a.RanksPerNode, 1},
+		{"node_rank", fs.NodeRank, &a.NodeRank, 0},
+	}
+	for _, i := range ints {
+		if i.v < 0 || (i.v != 0 && i.v < i.min) {
+			return fail("sampler", 0, i.key, fmt.Sprintf("%s must be at least %d", i.key, i.min))
+		}
+		if i.v != 0 || i.key == "node_rank" {
+			*i.dst = i.v
+		}
+	}
+	if fc.Prefetch.Lookahead < 0 {
+		return fail("prefetch", 0, "lookahead", "lookahead must not be negative")
+	}
+	if fc.Prefetch.Lookahead > 0 {
+		a.Lookahead = fc.Prefetch.Lookahead
+	}
+	if fc.Prefetch.Stage != "" {
+		n, err := ParseSize(fc.Prefetch.Stage)
+		if err != nil {
+			return fail("prefetch", 0, "stage", "stage: "+err.Error())
+		}
+		a.Stage = n
+	}
 	return nil
 }
 
@@ -208,6 +301,9 @@ func (c *Config) applyEnv() error {
 			return fmt.Errorf("AUGUR_SEED: %q is not an integer", v)
 		}
 		c.Seed = s
+	}
+	if err := c.Access.applyEnv(); err != nil {
+		return err
 	}
 	if v := os.Getenv("AUGUR_REVALIDATE"); v != "" {
 		d, err := parseDuration(v)
@@ -374,4 +470,66 @@ func freeSpace(dir string) int64 {
 			return 0
 		}
 	}
+}
+
+// applyEnv takes the AUGUR_* access variables and the world layout that
+// torchrun or SLURM publish (explicit AUGUR_ variables win).
+func (a *Access) applyEnv() error {
+	strs := map[string]*string{"AUGUR_SAMPLER": &a.Sampler, "AUGUR_LAYOUT": &a.Layout, "AUGUR_TORCH_VERSION": &a.Torch}
+	for k, dst := range strs {
+		if v := os.Getenv(k); v != "" {
+			*dst = v
+		}
+	}
+	ints := []struct {
+		keys []string
+		dst  *int
+		min  int
+	}{
+		{[]string{"AUGUR_EPOCHS"}, &a.Epochs, 0},
+		{[]string{"AUGUR_BATCH_SIZE"}, &a.BatchSize, 0},
+		{[]string{"AUGUR_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS"}, &a.WorldSize, 1},
+		{[]string{"AUGUR_RANKS_PER_NODE", "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"}, &a.RanksPerNode, 1},
+		{[]string{"AUGUR_NODE_RANK", "GROUP_RANK", "SLURM_NODEID"}, &a.NodeRank, 0},
+		{[]string{"AUGUR_LOOKAHEAD"}, &a.Lookahead, 1},
+	}
+	for _, i := range ints {
+		for _, k := range i.keys {
+			v := os.Getenv(k)
+			if v == "" {
+				continue
+			}
+			// SLURM writes counts like "4(x2)": the leading number is ours.
+			digits := strings.TrimRightFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+			if k == "SLURM_NTASKS_PER_NODE" {
+				if j := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }); j > 0 {
+					digits = v[:j]
+				}
+			}
+			n, err := strconv.Atoi(digits)
+			if err != nil || n < i.min {
+				return fmt.Errorf("%s: %q is not an integer of at least %d", k, v, i.min)
+			}
+			*i.dst = n
+			break
+		}
+	}
+	bools := map[string]*bool{"AUGUR_DROP_LAST": &a.DropLast, "AUGUR_SHUFFLE": &a.Shuffle}
+	for k, dst := range bools {
+		if v := os.Getenv(k); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a boolean (1, 0, true, false)", k, v)
+			}
+			*dst = b
+		}
+	}
+	if v := os.Getenv("AUGUR_STAGE"); v != "" {
+		n, err := ParseSize(v)
+		if err != nil {
+			return fmt.Errorf("AUGUR_STAGE: %w", err)
+		}
+		a.Stage = n
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,8 @@ type Leader struct {
 	// checked is when each served copy's source was last compared with
 	// it; only the run goroutine uses it.
 	checked map[string]time.Time
-	react   *reactive // nil unless the policy is reactive
+	react   *reactive    // the reactive policy, or clairvoyant's fallback
+	clair   *clairvoyant // nil unless the policy is clairvoyant
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -54,8 +56,14 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.openTiers()
-	if cfg.Policy == "reactive" {
+	switch cfg.Policy {
+	case "reactive":
 		l.react = newReactive(l)
+	case "clairvoyant":
+		if l.clair, err = newClairvoyant(l); err != nil {
+			l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", err)
+			l.react = newReactive(l)
+		}
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	go l.run()
@@ -171,12 +179,46 @@ func (l *Leader) handle(ev Event) bool {
 			l.react.known.Delete(ev.Path) // fetch the new content on its next read
 		}
 		return true
-	case ev.Kind == EvOpen && ev.Tier >= 0:
-		l.revalidate(ev)
-	case ev.Kind == EvOpen && l.react != nil:
-		l.react.onOpen(ev)
+	case ev.Kind == EvOpen:
+		if ev.Tier >= 0 {
+			l.revalidate(ev)
+		}
+		if l.clair != nil {
+			l.clair.onOpen(ev)
+		}
+		if l.react != nil {
+			l.react.onOpen(ev)
+		}
+	case ev.Kind == EvClose && l.clair != nil:
+		l.clair.onClose(ev)
 	}
 	return false
+}
+
+// poolTiers are the tiers a fetch pool may write (capacity 0 where
+// another process writes the tier), their capacities and bytes used.
+func (l *Leader) poolTiers() ([]tiering.Tier, []int64, []int64) {
+	tiers := make([]tiering.Tier, len(l.tiers))
+	caps := make([]int64, len(l.tiers))
+	used := make([]int64, len(l.tiers))
+	for i, t := range l.tiers {
+		tiers[i] = t.Tier
+		if t.lock == nil {
+			tiers[i].Capacity = 0
+		}
+		caps[i], used[i] = tiers[i].Capacity, t.usage.Bytes
+	}
+	return tiers, caps, used
+}
+
+// fallBack switches from the clairvoyant to the reactive policy, keeping
+// the copies and the pool (and so its accounts) of the first.
+//
+// Preconditions: called from the run goroutine.
+func (l *Leader) fallBack(pool *fetchpool.Pool) {
+	r := reactiveWith(l)
+	r.pool = pool
+	l.react = r
 }
 
 // drainTimeout bounds how long Close waits for queued copies: they make
@@ -189,9 +231,13 @@ func (l *Leader) Close() {
 	close(l.stop)
 	<-l.done
 	l.ring.poll(1<<30, func(ev Event) { l.handle(ev) })
-	if l.react != nil {
+	switch {
+	case l.react != nil:
 		l.react.pool.Drain(drainTimeout)
 		l.react.close()
+	case l.clair != nil:
+		l.clair.pool.Drain(drainTimeout)
+		l.clair.close()
 	}
 	for _, t := range l.tiers {
 		t.lock.Unlock()

@@ -30,19 +30,19 @@ type reactive struct {
 }
 
 func newReactive(l *Leader) *reactive {
-	tiers := make([]tiering.Tier, len(l.tiers))
-	used := make([]int64, len(l.tiers))
-	files := make([]int64, len(l.tiers))
-	for i, t := range l.tiers {
-		tiers[i] = t.Tier
-		if t.lock == nil {
-			tiers[i].Capacity = 0 // another process writes it
-		}
-		used[i], files[i] = t.usage.Bytes, t.usage.Files
-	}
-	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files}
+	tiers, _, used := l.poolTiers()
+	r := reactiveWith(l)
 	r.pool = fetchpool.New(tiers, used, r.done)
 	return r
+}
+
+// reactiveWith makes the policy's state; the caller sets its pool.
+func reactiveWith(l *Leader) *reactive {
+	files := make([]int64, len(l.tiers))
+	for i, t := range l.tiers {
+		files[i] = t.usage.Files
+	}
+	return &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files}
 }
 
 // onOpen handles one open event.

@@ -8,11 +8,11 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -74,6 +74,7 @@ func AttachSegment(job string) (*Segment, error) {
 	if seg.s.magic != C.AUGUR_MAGIC {
 		seg.s.version = C.AUGUR_ABI_VERSION
 		seg.s.size = C.uint64_t(size)
+		seg.s.created_ns = C.uint64_t(time.Now().UnixNano())
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&seg.s.job[0])), len(seg.s.job)-1), job)
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.magic)), C.AUGUR_MAGIC)
 	}
@@ -121,21 +122,26 @@ func mapSegment(fd int, path, job string, prot int) (*Segment, error) {
 // Ptr is the segment's address, for the data plane.
 func (s *Segment) Ptr() unsafe.Pointer { return unsafe.Pointer(s.s) }
 
-// Segments lists the segments in SegmentDir, newest first.
+// Segments lists the segments in SegmentDir, the most recently created
+// job first (segments of other versions last).
 func Segments() ([]string, error) {
 	matches, err := filepath.Glob(filepath.Join(SegmentDir, segPrefix+"*"+segSuffix))
 	if err != nil {
 		return nil, err
 	}
-	mtime := map[string]int64{}
+	created := map[string]uint64{}
 	for _, m := range matches {
-		if info, err := os.Stat(m); err == nil {
-			mtime[m] = info.ModTime().UnixNano()
+		if seg, err := OpenSegment(m); err == nil {
+			created[m] = uint64(seg.s.created_ns)
+			seg.Close()
 		}
 	}
-	sort.Slice(matches, func(i, j int) bool { return mtime[matches[i]] > mtime[matches[j]] })
+	sort.SliceStable(matches, func(i, j int) bool { return created[matches[i]] > created[matches[j]] })
 	return matches, nil
 }
+
+// Close unmaps the segment; it must not be used afterwards.
+func (s *Segment) Close() error { return unix.Munmap(s.mem) }
 
 // ErrNoSegment: no job has run on this node since the last clean.
 var ErrNoSegment = errors.New("no augur job found (no " + SegmentDir + "/" + segPrefix + "*" + segSuffix + ")")

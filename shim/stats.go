@@ -45,6 +45,15 @@ type Stats struct {
 	InFlight      uint64      `json:"copies_in_flight"`
 	Migrated      uint64      `json:"descriptors_moved"`
 	UptimeSeconds float64     `json:"leader_uptime_seconds"`
+	Predicted     uint64      `json:"predicted_files"`
+	PredHits      uint64      `json:"prefetch_hits"`
+	PredLate      uint64      `json:"prefetch_late"`
+	PredMisses    uint64      `json:"prefetch_misses"`
+	Unpredicted   uint64      `json:"unpredicted_opens"`
+	Accuracy      float64     `json:"prediction_accuracy"`
+	StagedFiles   uint64      `json:"staged_files"`
+	StagedBytes   uint64      `json:"staged_bytes"`
+	FellBack      bool        `json:"fell_back_to_reactive"`
 	Events        uint64      `json:"events"`
 	Lost          uint64      `json:"events_lost"`
 	Tiers         []TierStats `json:"tiers"`
@@ -73,6 +82,15 @@ func (s *Segment) Stats() Stats {
 		CopyBytes:     u64(&l.copy_bytes),
 		InFlight:      u64(&l.inflight),
 		Migrated:      u64(&c.migrated),
+		Predicted:     u64(&l.predicted),
+		PredHits:      u64(&l.pred_hits),
+		PredLate:      u64(&l.pred_late),
+		PredMisses:    u64(&l.pred_misses),
+		Unpredicted:   u64(&l.unpredicted),
+		Accuracy:      float64(u64(&l.accuracy_ppm)) / 1e6,
+		StagedFiles:   u64(&l.staged_files),
+		StagedBytes:   u64(&l.staged_bytes),
+		FellBack:      u64(&l.fell_back) != 0,
 		Events:        u64(&l.events),
 		Lost:          u64(&l.lost),
 	}

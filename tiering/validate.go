@@ -129,3 +129,20 @@ func Lookup(tiers []Tier, source string, src *unix.Stat_t) int {
 	}
 	return -1
 }
+
+// LookupPath returns the index of the fastest tier holding a copy of
+// source, without comparing it with the source (for copies Validate has
+// just checked), or -1.
+func LookupPath(tiers []Tier, source string) int {
+	for i, t := range tiers {
+		p, err := CopyPath(t.Path, source)
+		if err != nil {
+			return -1
+		}
+		var cst unix.Stat_t
+		if unix.Stat(p, &cst) == nil && cst.Mode&unix.S_IFMT == unix.S_IFREG {
+			return i
+		}
+	}
+	return -1
+}

@@ -36,8 +36,11 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	job := newJobID()
-	os.Setenv("AUGUR_JOB", job)
+	job := os.Getenv("AUGUR_JOB") // a script may name the job to find it later
+	if job == "" {
+		job = newJobID()
+		os.Setenv("AUGUR_JOB", job)
+	}
 	seg, err := shim.AttachSegment(job)
 	if err != nil {
 		return fail("%v", err)

@@ -81,6 +81,15 @@ func printStats(w io.Writer, st shim.Stats) {
 	}
 	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   open descriptors moved to a copy %d\n",
 		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Migrated)
+	if st.Predicted > 0 {
+		state := "following the prediction"
+		if st.FellBack {
+			state = "FELL BACK to reactive"
+		}
+		fmt.Fprintf(w, "prediction: %d files, accuracy %.1f%% (%s); prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
+			st.Predicted, 100*st.Accuracy, state, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
+			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
+	}
 	fmt.Fprintf(w, "write opens %d   copies invalidated %d   stale removed at start %d   tier errors %d\n",
 		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",

@@ -1,0 +1,351 @@
+package shim
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/tiering"
+)
+
+// clairvoyant is NoPFS's policy. The seed fixes every rank's access
+// order, so the leader places the files this node reads most often in its
+// fastest tiers, then prefetches in exactly the order of access, ahead of
+// each rank's cursor (learned from the event ring): files assigned to a
+// tier stay; others are staged in tier 0 within a byte budget and dropped
+// once read. When the accesses stop matching the prediction it says so
+// once and falls back to the reactive policy.
+type clairvoyant struct {
+	l      *Leader
+	pred   *Prediction
+	sizes  []int64
+	place  Placement
+	pool   *fetchpool.Pool
+	stage  int64 // staging budget in tier 0
+	window int   // how far from the cursor an access still counts as predicted
+	epochs int   // 0: unbounded
+
+	mu          sync.Mutex // guards everything below
+	cursors     map[int]*cursor
+	where       []int8         // per file: tier holding a copy, -1 none
+	pending     map[int]bool   // files being fetched
+	staged      map[int]bool   // staged copies (read once, then dropped)
+	stagedBytes int64          // staged and being staged
+	opens       map[[2]int]int // (pid, fd) → file index, until close
+	recent      [256]bool      // recent accesses: matched the prediction?
+	nRecent     int
+	fellBack    bool
+}
+
+// cursor is one rank's position in its predicted sequence.
+type cursor struct {
+	rank       int
+	epoch, pos int // next expected access
+	aEpoch     int // prefetch pointer: next file to consider
+	aPos       int
+	synced     bool
+	posOf      map[int][]int32 // epoch → position of each file (-1: not read)
+}
+
+const (
+	maxPending  = 64  // copies queued at once
+	fallbackAt  = 128 // accesses observed before judging the prediction
+	minAccuracy = 0.5
+)
+
+func newClairvoyant(l *Leader) (*clairvoyant, error) {
+	pred, err := Predict(l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := l.cfg.Access
+	c := &clairvoyant{l: l, pred: pred, sizes: pred.Sizes(), epochs: a.Epochs,
+		cursors: map[int]*cursor{}, pending: map[int]bool{}, staged: map[int]bool{},
+		opens: map[[2]int]int{}}
+	c.window = 64 + 4*max(a.BatchSize, 1)
+	tiers, caps, used := l.poolTiers()
+	c.stage = a.Stage
+	if c.stage == 0 && len(caps) > 0 {
+		c.stage = caps[0] / 8 // default: an eighth of the RAM tier stages
+	}
+	if len(caps) > 0 {
+		caps[0] = max(caps[0]-c.stage, 0)
+	}
+	horizon := a.Epochs
+	if horizon == 0 {
+		horizon = DefaultHorizon
+	}
+	c.place = pred.Place(horizon, c.sizes, caps)
+	c.where = make([]int8, len(pred.Files))
+	for i, f := range pred.Files {
+		c.where[i] = -1
+		if c.sizes[i] >= 0 {
+			if t := tiering.LookupPath(l.cfg.Tiers, f); t >= 0 {
+				c.where[i] = int8(t)
+			}
+		}
+	}
+	for _, r := range pred.Ranks {
+		c.cursors[r] = &cursor{rank: r, posOf: map[int][]int32{}}
+	}
+	c.pool = fetchpool.New(tiers, used, c.done)
+	setU64(&l.seg.s.leader.predicted, uint64(len(pred.Files)))
+	c.mu.Lock()
+	c.pumpAll()
+	c.mu.Unlock()
+	return c, nil
+}
+
+// positions returns where each file sits in rank's order of epoch.
+func (c *clairvoyant) positions(cur *cursor, epoch int) []int32 {
+	if p, ok := cur.posOf[epoch]; ok {
+		return p
+	}
+	for e := range cur.posOf {
+		if e < epoch-1 {
+			delete(cur.posOf, e)
+		}
+	}
+	p := make([]int32, len(c.pred.Files))
+	for i := range p {
+		p[i] = -1
+	}
+	for pos, idx := range c.pred.Order(cur.rank, epoch) {
+		p[idx] = int32(pos)
+	}
+	cur.posOf[epoch] = p
+	return p
+}
+
+// onOpen matches an open with the prediction, counts it, and prefetches
+// further.
+func (c *clairvoyant) onOpen(ev Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fellBack {
+		return
+	}
+	idx, known := c.pred.Index(ev.Path)
+	cur := c.cursorOf(ev.Rank)
+	matched := known && cur != nil && c.advance(cur, idx)
+	ld := &c.l.seg.s.leader
+	switch {
+	case !matched:
+		addU64(&ld.unpredicted, 1)
+	case ev.Tier >= 0:
+		addU64(&ld.pred_hits, 1)
+	case c.pending[idx]:
+		addU64(&ld.pred_late, 1)
+	default:
+		addU64(&ld.pred_misses, 1)
+	}
+	if known {
+		c.opens[[2]int{ev.PID, ev.FD}] = idx
+	}
+	c.judge(matched)
+	if !c.fellBack {
+		c.pumpAll()
+	}
+}
+
+// cursorOf maps the event's rank (the process's local rank) to a cursor.
+func (c *clairvoyant) cursorOf(local int) *cursor {
+	if local < 0 || local >= len(c.pred.Ranks) {
+		return nil
+	}
+	return c.cursors[c.pred.Ranks[local]]
+}
+
+// advance moves cur past idx if idx is where the prediction expects it:
+// near the cursor in this epoch or at the start of the next. Workers
+// open a few batches out of order, hence the window. Before the first
+// match (the job may have started before the prediction was ready) any
+// position counts.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) advance(cur *cursor, idx int) bool {
+	n := len(c.pred.Order(cur.rank, cur.epoch))
+	if p := int(c.positions(cur, cur.epoch)[idx]); p >= 0 &&
+		(!cur.synced || (p >= cur.pos-c.window && p <= cur.pos+c.window)) {
+		cur.pos = max(cur.pos, p+1)
+		cur.synced = true
+		return true
+	}
+	if cur.pos >= n-c.window || !cur.synced {
+		if p := int(c.positions(cur, cur.epoch+1)[idx]); p >= 0 && (!cur.synced || p <= c.window) {
+			cur.epoch, cur.pos, cur.synced = cur.epoch+1, p+1, true
+			return true
+		}
+	}
+	return false
+}
+
+// judge keeps the recent accuracy and falls back to the reactive policy
+// when the prediction is mostly wrong.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) judge(matched bool) {
+	c.recent[c.nRecent%len(c.recent)] = matched
+	c.nRecent++
+	n := min(c.nRecent, len(c.recent))
+	good := 0
+	for _, m := range c.recent[:n] {
+		if m {
+			good++
+		}
+	}
+	acc := float64(good) / float64(n)
+	setU64(&c.l.seg.s.leader.accuracy_ppm, uint64(acc*1e6))
+	if c.nRecent >= fallbackAt && acc < minAccuracy {
+		c.fellBack = true
+		setU64(&c.l.seg.s.leader.fell_back, 1)
+		fmt.Fprintf(os.Stderr, "augur: the accesses do not match the predicted order "+
+			"(%.0f%% of the last %d opens expected): another seed or sampler? "+
+			"falling back to the reactive policy\n", 100*acc, n)
+		c.l.fallBack(c.pool)
+	}
+}
+
+// pumpAll queues the next files of every rank.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) pumpAll() {
+	for _, r := range c.pred.Ranks {
+		c.pump(c.cursors[r])
+	}
+}
+
+// pump queues files in rank's access order, from its prefetch pointer,
+// while fewer than maxPending copies are queued, the pointer is within
+// the lookahead, and (for files not assigned to a tier) the staging
+// budget has room.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) pump(cur *cursor) {
+	if cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < cur.pos) {
+		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
+	}
+	look := c.l.cfg.Access.Lookahead
+	for len(c.pending) < maxPending {
+		if c.epochs > 0 && cur.aEpoch >= c.epochs {
+			return
+		}
+		order := c.pred.Order(cur.rank, cur.aEpoch)
+		if cur.aPos >= len(order) {
+			cur.aEpoch, cur.aPos = cur.aEpoch+1, 0
+			continue
+		}
+		n := len(order)
+		if (cur.aEpoch-cur.epoch)*n+cur.aPos-cur.pos >= look {
+			return
+		}
+		idx := order[cur.aPos]
+		if !c.fetch(idx) {
+			return // staging budget full: wait for reads to free it
+		}
+		cur.aPos++
+	}
+}
+
+// fetch queues one file for its tier, or for staging. It reports false
+// only when the staging budget has no room.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) fetch(idx int) bool {
+	size := c.sizes[idx]
+	if c.where[idx] >= 0 || c.pending[idx] || size < 0 {
+		return true
+	}
+	path := c.pred.Files[idx]
+	if t := c.place.Tier[idx]; t >= 0 && c.pool.FetchTo(path, size, t) {
+		c.pending[idx] = true
+		return true
+	}
+	if c.stagedBytes+size > c.stage {
+		return false
+	}
+	if c.pool.FetchTo(path, size, 0) {
+		c.pending[idx] = true
+		c.staged[idx] = true
+		c.stagedBytes += size
+	}
+	return true
+}
+
+// done settles one finished copy; it runs on a pool worker.
+func (c *clairvoyant) done(res fetchpool.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fellBack {
+		c.l.react.done(res)
+		return
+	}
+	idx, _ := c.pred.Index(res.Path)
+	delete(c.pending, idx)
+	ld := &c.l.seg.s.leader
+	if res.Err != nil {
+		if c.staged[idx] {
+			delete(c.staged, idx)
+			c.stagedBytes -= c.sizes[idx]
+		}
+		c.l.log.Debug().Msgf("prefetch %s: %v", res.Path, res.Err)
+		return
+	}
+	c.where[idx] = int8(res.Tier)
+	if c.staged[idx] && res.Tier != 0 { // moved on by a tier failure: not staged
+		delete(c.staged, idx)
+		c.stagedBytes -= c.sizes[idx]
+	}
+	addU64(&ld.copies, 1)
+	addU64(&ld.copy_bytes, uint64(res.Bytes))
+	c.publishCounts()
+	addU64(&ld.publish_gen, 1) // descriptors of the original look for it
+	c.pumpAll()
+}
+
+// onClose drops a staged file once read.
+func (c *clairvoyant) onClose(ev Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := [2]int{ev.PID, ev.FD}
+	idx, ok := c.opens[key]
+	if !ok {
+		return
+	}
+	delete(c.opens, key)
+	if c.fellBack || !c.staged[idx] || c.pending[idx] || c.where[idx] != 0 {
+		return
+	}
+	cp, err := tiering.CopyPath(c.l.cfg.Tiers[0].Path, c.pred.Files[idx])
+	if err != nil || os.Remove(cp) != nil {
+		return
+	}
+	delete(c.staged, idx)
+	c.where[idx] = -1
+	c.stagedBytes -= c.sizes[idx]
+	c.pool.Release(0, c.sizes[idx])
+	c.publishCounts()
+	c.pumpAll()
+}
+
+// publishCounts writes tier usage and staging to the segment.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) publishCounts() {
+	ld := &c.l.seg.s.leader
+	files := make([]uint64, len(c.l.tiers))
+	for _, t := range c.where {
+		if t >= 0 {
+			files[t]++
+		}
+	}
+	for i, ts := range c.pool.Tiers() {
+		setU64(&ld.tier_used[i], uint64(ts.Used))
+		setU64(&ld.tier_files[i], files[i])
+	}
+	setU64(&ld.staged_files, uint64(len(c.staged)))
+	setU64(&ld.staged_bytes, uint64(c.stagedBytes))
+}
+
+func (c *clairvoyant) close() { c.pool.Close() }
