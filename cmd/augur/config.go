@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"os"
 	"path/filepath"
@@ -68,3 +69,6 @@ func (j *jobFlags) load() (*shim.Config, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// bufioWriter buffers standard output for long listings.
+func bufioWriter() *bufio.Writer { return bufio.NewWriterSize(os.Stdout, 1<<16) }

@@ -23,6 +23,7 @@ var commands = map[string]func(args []string) int{
 	"check":  cmdCheck,
 	"clean":  cmdClean,
 	"pfsemu": cmdPfsemu,
+	"plan":   cmdPlan,
 	"bench":  cmdBench,
 }
 
@@ -35,6 +36,8 @@ commands:
   stat  [--json] [--watch] [--job ID]   show the counters of the running or last job
   check [--config F]   validate the configuration
   clean [--jobs]       remove all tier copies (and, with --jobs, ended jobs' counters)
+  plan  [--order [--rank R] [--epoch E]] [--json]   what the clairvoyant policy will place
+        and prefetch; --order prints a rank's predicted access sequence
   pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)
   bench [flags] [JOB.toml]   deep-learning I/O benchmark (ranks x forked C readers; see docs/bench.md)
 

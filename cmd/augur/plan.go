@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// cmdPlan prints, before a job, what the clairvoyant policy will do,
+// from the same code the leader runs: shim.Predict and Prediction.Place.
+func cmdPlan(args []string) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	var jf jobFlags
+	jf.register(fs)
+	order := fs.Bool("order", false, "print the predicted access sequence, one path per line")
+	rank := fs.Int("rank", 0, "global rank for --order")
+	epoch := fs.Int("epoch", 0, "epoch for --order (the first is 0, as sampler.set_epoch)")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := jf.load()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *order {
+		// --order answers for any rank, not only this node's.
+		cfg.Access.NodeRank, cfg.Access.RanksPerNode = *rank, 1
+		if *rank >= cfg.Access.WorldSize || *rank < 0 {
+			return fail("plan: rank %d outside world size %d", *rank, cfg.Access.WorldSize)
+		}
+	}
+	pred, err := shim.Predict(cfg)
+	if err != nil {
+		return fail("plan: %v", err)
+	}
+	if *order {
+		if *epoch < 0 {
+			return fail("plan: epoch must not be negative")
+		}
+		w := bufioWriter()
+		for _, idx := range pred.Order(*rank, *epoch) {
+			fmt.Fprintln(w, pred.Files[idx])
+		}
+		w.Flush()
+		return 0
+	}
+	return printPlan(cfg, pred, *asJSON)
+}
+
+// planReport is what augur plan prints.
+type planReport struct {
+	Files         int         `json:"files"`
+	Bytes         int64       `json:"bytes"`
+	Ranks         []int       `json:"node_ranks"`
+	ReadsPerEpoch int         `json:"node_reads_per_epoch"`
+	Horizon       int         `json:"epochs_considered"`
+	Tiers         []planTier  `json:"tiers"`
+	Stage         int64       `json:"staging_bytes"`
+	Epochs        []planEpoch `json:"epochs"`
+}
+
+type planTier struct {
+	Path     string `json:"path"`
+	Capacity int64  `json:"capacity"`
+	Files    int    `json:"files"`
+	Bytes    int64  `json:"bytes"`
+}
+
+type planEpoch struct {
+	Epoch    int   `json:"epoch"`
+	TierHits int   `json:"expected_tier_hits"`
+	PFSReads int   `json:"expected_pfs_reads"`
+	PFSBytes int64 `json:"expected_pfs_bytes"`
+}
+
+func printPlan(cfg *shim.Config, pred *shim.Prediction, asJSON bool) int {
+	sizes := pred.Sizes()
+	caps := make([]int64, len(cfg.Tiers))
+	for i, t := range cfg.Tiers {
+		caps[i] = t.Capacity
+	}
+	stage := cfg.Access.Stage
+	if stage == 0 && len(caps) > 0 {
+		stage = caps[0] / 8
+	}
+	if len(caps) > 0 {
+		caps[0] = max(caps[0]-stage, 0)
+	}
+	horizon := cfg.Access.Epochs
+	if horizon == 0 {
+		horizon = shim.DefaultHorizon
+	}
+	pl := pred.Place(horizon, sizes, caps)
+	rep := planReport{Files: len(pred.Files), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,
+		Horizon: horizon, Stage: stage}
+	for _, s := range sizes {
+		rep.Bytes += max(s, 0)
+	}
+	for i, t := range cfg.Tiers {
+		rep.Tiers = append(rep.Tiers, planTier{t.Path, caps[i], pl.Files[i], pl.Bytes[i]})
+	}
+	// Epoch 1 reads every file from the shared filesystem once (the
+	// prefetcher does); later epochs read only the files no tier holds,
+	// which the prefetcher stages.
+	for e := 0; e < min(horizon, 3); e++ {
+		pe := planEpoch{Epoch: e + 1}
+		seen := map[int]bool{}
+		for _, r := range pred.Ranks {
+			for _, idx := range pred.Order(r, e) {
+				if e == 0 || pl.Tier[idx] < 0 {
+					if !seen[idx] {
+						pe.PFSReads++
+						pe.PFSBytes += max(sizes[idx], 0)
+					}
+					seen[idx] = true
+				}
+				if e > 0 && pl.Tier[idx] >= 0 {
+					pe.TierHits++
+				}
+			}
+		}
+		rep.Epochs = append(rep.Epochs, pe)
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+		return 0
+	}
+	fmt.Printf("dataset %s: %d files, %s; this node's ranks %v read %d files per epoch\n",
+		pred.Root, rep.Files, shim.FormatSize(rep.Bytes), rep.Ranks, rep.ReadsPerEpoch)
+	fmt.Printf("placement over %d epochs (most read first, then first read):\n", horizon)
+	for _, t := range rep.Tiers {
+		fmt.Printf("  %-36s %8d files %12s of %s\n", t.Path, t.Files, shim.FormatSize(t.Bytes), shim.FormatSize(t.Capacity))
+	}
+	fmt.Printf("  staging in the first tier: %s (files read once per epoch, dropped after use)\n", shim.FormatSize(stage))
+	for _, e := range rep.Epochs {
+		if e.Epoch == 1 {
+			fmt.Printf("epoch 1: the prefetcher reads %d files (%s) from the shared filesystem, in access order\n",
+				e.PFSReads, shim.FormatSize(e.PFSBytes))
+			continue
+		}
+		fmt.Printf("epoch %d: expected %d opens from tiers; %d files (%s) staged from the shared filesystem\n",
+			e.Epoch, e.TierHits, e.PFSReads, shim.FormatSize(e.PFSBytes))
+	}
+	return 0
+}
