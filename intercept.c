@@ -154,6 +154,19 @@ static void make_job_id(void)
 	setenv("AUGUR_JOB", st.job, 1);
 }
 
+AUGUR_HIDDEN void augur_resolve(void)
+{
+	static int resolved;
+	if (__atomic_load_n(&resolved, __ATOMIC_ACQUIRE))
+		return;
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	resolve_symbols();
+	augur_guard--;
+	__atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+	AUGUR_ERRNO_RESTORE;
+}
+
 /*
  * The library's .init_array also holds the Go runtime's entry
  * (_rt0_amd64_linux_lib), which starts the runtime and then the package
@@ -166,7 +179,7 @@ static void make_job_id(void)
 __attribute__((constructor(101))) static void augur_ctor(void)
 {
 	augur_guard++;
-	resolve_symbols();
+	augur_resolve();
 	st.pid = getpid();
 	for (int i = 0; i < DIR_SLOTS; i++)
 		dirs[i].fd = -1;
@@ -656,7 +669,7 @@ static int is_write_open(int flags)
 
 static int real_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
-	if (!augur_real.openat) {
+	if (!REAL(openat)) {
 		errno = ENOSYS;
 		return -1;
 	}

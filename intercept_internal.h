@@ -87,6 +87,16 @@ struct augur_real {
 
 AUGUR_HIDDEN extern struct augur_real augur_real;
 
+/*
+ * augur_resolve fills augur_real unless that is done. The constructor
+ * calls it, but another preloaded library's constructor can run before
+ * augur's (LD_PRELOAD=libaugur.so:libother.so runs libother's first) and
+ * open, read or close then; every wrapper reaches the real symbol through
+ * REAL, which resolves on first use.
+ */
+AUGUR_HIDDEN void augur_resolve(void);
+#define REAL(fn) (augur_real.fn ? augur_real.fn : (augur_resolve(), augur_real.fn))
+
 /* Per-thread guard: set while the shim itself calls libc, so re-entrant
  * calls pass straight through. */
 AUGUR_HIDDEN extern AUGUR_TLS int augur_guard;

@@ -18,7 +18,7 @@
 	}
 
 #define ENOSYS_IF_NULL(fn)             \
-	if (!augur_real.fn) {          \
+	if (!REAL(fn)) {              \
 		errno = ENOSYS;        \
 		return -1;             \
 	}

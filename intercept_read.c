@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 
 #define CALL_OR_ENOSYS(fn, ...)                                        \
-	(augur_real.fn ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
+	(REAL(fn) ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 /* The read family: the real call, then the byte count of a tracked fd. */
 #define READ_WRAPPER(ret, fn, fd, ...)        \

@@ -40,7 +40,7 @@ static FILE *fopen_common(FILE *(*real)(const char *, const char *),
 	int fd = augur_open(AT_FDCWD, path, flags, 0);
 	if (fd < 0)
 		return NULL;
-	FILE *f = augur_real.fdopen ? augur_real.fdopen(fd, mode) : NULL;
+	FILE *f = REAL(fdopen) ? augur_real.fdopen(fd, mode) : NULL;
 	if (!f) {
 		int e = augur_real.fdopen ? errno : ENOSYS;
 		close(fd);
@@ -51,12 +51,12 @@ static FILE *fopen_common(FILE *(*real)(const char *, const char *),
 
 AUGUR_EXPORT FILE *fopen(const char *path, const char *mode)
 {
-	return fopen_common(augur_real.fopen, path, mode);
+	return fopen_common(REAL(fopen), path, mode);
 }
 
 AUGUR_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
-	return fopen_common(augur_real.fopen64, path, mode);
+	return fopen_common(REAL(fopen64), path, mode);
 }
 
 /* freopen reuses the stream's descriptor number; the shim lets glibc open
@@ -84,17 +84,17 @@ static FILE *freopen_common(FILE *(*real)(const char *, const char *, FILE *),
 
 AUGUR_EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
 {
-	return freopen_common(augur_real.freopen, path, mode, stream);
+	return freopen_common(REAL(freopen), path, mode, stream);
 }
 
 AUGUR_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 {
-	return freopen_common(augur_real.freopen64, path, mode, stream);
+	return freopen_common(REAL(freopen64), path, mode, stream);
 }
 
 AUGUR_EXPORT int fclose(FILE *f)
 {
-	if (!augur_real.fclose) {
+	if (!REAL(fclose)) {
 		errno = ENOSYS;
 		return EOF;
 	}
@@ -105,7 +105,7 @@ AUGUR_EXPORT int fclose(FILE *f)
 
 AUGUR_EXPORT int closedir(DIR *d)
 {
-	if (!augur_real.closedir) {
+	if (!REAL(closedir)) {
 		errno = ENOSYS;
 		return -1;
 	}
@@ -117,7 +117,7 @@ AUGUR_EXPORT int closedir(DIR *d)
 
 AUGUR_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
-	if (!augur_real.fread)
+	if (!REAL(fread))
 		return 0;
 	size_t r = augur_real.fread(buf, size, n, f);
 	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
@@ -126,7 +126,7 @@ AUGUR_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 
 AUGUR_EXPORT size_t (fread_unlocked)(void *buf, size_t size, size_t n, FILE *f)
 {
-	if (!augur_real.fread_unlocked)
+	if (!REAL(fread_unlocked))
 		return 0;
 	size_t r = (augur_real.fread_unlocked)(buf, size, n, f);
 	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
@@ -135,7 +135,7 @@ AUGUR_EXPORT size_t (fread_unlocked)(void *buf, size_t size, size_t n, FILE *f)
 
 AUGUR_EXPORT size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *f)
 {
-	if (!augur_real.fread_chk)
+	if (!REAL(fread_chk))
 		return 0;
 	size_t r = augur_real.fread_chk(buf, buflen, size, n, f);
 	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
@@ -144,7 +144,7 @@ AUGUR_EXPORT size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n,
 
 AUGUR_EXPORT char *fgets(char *s, int size, FILE *f)
 {
-	if (!augur_real.fgets)
+	if (!REAL(fgets))
 		return NULL;
 	char *r = augur_real.fgets(s, size, f);
 	if (r)
@@ -154,7 +154,7 @@ AUGUR_EXPORT char *fgets(char *s, int size, FILE *f)
 
 AUGUR_EXPORT ssize_t getline(char **line, size_t *cap, FILE *f)
 {
-	if (!augur_real.getline) {
+	if (!REAL(getline)) {
 		errno = ENOSYS;
 		return -1;
 	}
@@ -165,7 +165,7 @@ AUGUR_EXPORT ssize_t getline(char **line, size_t *cap, FILE *f)
 
 AUGUR_EXPORT ssize_t getdelim(char **line, size_t *cap, int delim, FILE *f)
 {
-	if (!augur_real.getdelim) {
+	if (!REAL(getdelim)) {
 		errno = ENOSYS;
 		return -1;
 	}
