@@ -22,6 +22,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 	"unsafe"
@@ -34,6 +35,9 @@ import (
 const campaignInterval = 2 * time.Second
 
 func init() {
+	if os.Getenv("AUGUR_DEBUG_GC_STRESS") == "1" {
+		go gcStress()
+	}
 	if C.augur_disabled() != 0 {
 		return
 	}
@@ -79,6 +83,18 @@ func start() bool {
 	}
 	C.augur_start(1)
 	return true
+}
+
+// gcStress is a testing aid, switched on by AUGUR_DEBUG_GC_STRESS=1: it
+// runs the garbage collector back to back for the life of the process, so
+// that a fork() of the host almost always happens while the Go runtime
+// holds its locks and has threads stopped or marking. A forked child that
+// entered Go then would hang; test/fork_test.go uses it to show that
+// children never do. It costs a core: never set it in production.
+func gcStress() {
+	for {
+		runtime.GC()
+	}
 }
 
 func cCall(fn func(*C.char) C.int, s string) bool {
