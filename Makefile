@@ -50,3 +50,13 @@ clean:
 # The shim's own overhead, side by side (issue 2's benchmark).
 bench-shim: build
 	$(GO) run ./bench/shimbench -json bench/results/shim.json
+
+# The side-by-side comparison (issue 3): every configuration that exists so
+# far over the emulated PFS in scenarios S1-S3, then a PyTorch DataLoader;
+# ratio tables on stdout, bench/results/bench.json and bench.png. Root.
+.PHONY: bench
+$(BUILD)/dlreader: bench/c/dlreader.c
+	gcc -O2 $(CWARN) -pthread -o $@ $<
+
+bench: build $(BUILD)/dlreader
+	$(GO) run ./bench/compare -out bench/results

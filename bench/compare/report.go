@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+func find(runs []*run, name string) *run {
+	for _, r := range runs {
+		if r.Config == name && r.Result != nil && r.Error == "" {
+			return r
+		}
+	}
+	return nil
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// tierHits sums the tier hits augur stat reported.
+func tierHits(r *run) string {
+	if len(r.AugurStat) == 0 {
+		return "-"
+	}
+	var st struct {
+		Opens  int64 `json:"opens"`
+		Misses int64 `json:"misses"`
+		Tiers  []struct {
+			Hits int64 `json:"hits"`
+		} `json:"tiers"`
+	}
+	if json.Unmarshal(r.AugurStat, &st) != nil {
+		return "-"
+	}
+	var parts []string
+	for _, t := range st.Tiers {
+		parts = append(parts, fmt.Sprint(t.Hits))
+	}
+	return strings.Join(parts, "/") + fmt.Sprintf(" m%d", st.Misses)
+}
+
+// printScenario prints one scenario's table: per-epoch times, the
+// totals, ratios against local and pfs, stall and PFS operations.
+func printScenario(w io.Writer, sr *scenarioResult) {
+	fmt.Fprintf(w, "\n%s: %s — %s; tiers RAM %s + disk %s\n", sr.Name, sr.About, sr.Dataset,
+		fmtMiB(sr.RAMTier), fmtMiB(sr.DiskTier))
+	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | warm | total | x local | pfs / this | stall | p99 read | PFS opens | PFS MB | tier hits |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	local, pfs := find(sr.Runs, "local"), find(sr.Runs, "pfs")
+	for _, r := range sr.Runs {
+		if r.Skipped != "" {
+			fmt.Fprintf(w, "| %s | %s |\n", r.Config, r.Skipped)
+			continue
+		}
+		if r.Result == nil || r.Error != "" {
+			fmt.Fprintf(w, "| %s | failed: %s |\n", r.Config, firstLine(r.Error))
+			continue
+		}
+		row := []string{r.Config}
+		var stall, p99 float64
+		var opens, bytes int64
+		for i := 0; i < 3; i++ {
+			if i < len(r.Result.Epochs) {
+				ep := r.Result.Epochs[i]
+				row = append(row, fmt.Sprintf("%.2f", ep.Seconds))
+				stall += ep.Stall
+				if ep.Latency != nil && ep.Latency.P99 > p99 {
+					p99 = ep.Latency.P99
+				}
+				if ep.PFS != nil {
+					opens += ep.PFS.Opens
+					bytes += ep.PFS.ReadBytes
+				}
+			} else {
+				row = append(row, "-")
+			}
+		}
+		warm := "-"
+		if r.WarmSecs > 0 {
+			warm = fmt.Sprintf("%.2f", r.WarmSecs)
+			if r.WarmPFS != nil {
+				opens += r.WarmPFS.Opens
+				bytes += r.WarmPFS.ReadBytes
+			}
+		}
+		lat := "-"
+		if p99 > 0 {
+			lat = fmt.Sprintf("%.1f ms", p99/1e3)
+		}
+		row = append(row, warm, fmt.Sprintf("%.2f", r.total()))
+		if local != nil {
+			row = append(row, ratio(r.total(), local.total()))
+		} else {
+			row = append(row, "-")
+		}
+		if pfs != nil {
+			row = append(row, ratio(pfs.total(), r.total()))
+		} else {
+			row = append(row, "-")
+		}
+		pfsOps, pfsMB := "-", "-"
+		if r.Config != "local" && r.Config != "noio" {
+			pfsOps, pfsMB = fmt.Sprint(opens), fmt.Sprintf("%.0f", float64(bytes)/1e6)
+		}
+		row = append(row, fmt.Sprintf("%.2f", stall), lat, pfsOps, pfsMB, tierHits(r))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+}
+
+// printSummary prints, per scenario, each configuration's total time as a
+// multiple of local's and as a speed-up over pfs.
+func printSummary(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "| scenario | config | total (s) | x local | pfs / this |\n|---|---|---|---|---|\n")
+	for _, sr := range rep.Scenarios {
+		local, pfs := find(sr.Runs, "local"), find(sr.Runs, "pfs")
+		for _, r := range sr.Runs {
+			if r.Result == nil || r.Error != "" {
+				continue
+			}
+			lr, pr := "-", "-"
+			if local != nil {
+				lr = ratio(r.total(), local.total())
+			}
+			if pfs != nil {
+				pr = ratio(pfs.total(), r.total())
+			}
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %s |\n", sr.Name, r.Config, r.total(), lr, pr)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// plotEpochs draws per-epoch time by configuration, one panel per
+// scenario (and one for PyTorch), into a PNG.
+func plotEpochs(name string, rep *report) error {
+	type panel struct {
+		title string
+		runs  []*run
+	}
+	var panels []panel
+	for _, sr := range rep.Scenarios {
+		panels = append(panels, panel{fmt.Sprintf("%s: %s", sr.Name, sr.About), sr.Runs})
+	}
+	if rep.PyTorch != nil {
+		panels = append(panels, panel{"PyTorch DataLoader, JPEG + PIL", rep.PyTorch.Runs})
+	}
+	if len(panels) == 0 {
+		return nil
+	}
+	const cols = 2
+	rows := (len(panels) + cols - 1) / cols
+	plots := make([][]*plot.Plot, rows)
+	for i := range plots {
+		plots[i] = make([]*plot.Plot, cols)
+	}
+	for k, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "epoch"
+		p.Y.Label.Text = "epoch time (s)"
+		p.Y.Min = 0
+		top := 0.0
+		for _, r := range pn.runs {
+			if r.Result == nil || r.Error != "" {
+				continue
+			}
+			i := configIndex(r.Config) // the same colour in every panel
+			pts := make(plotter.XYs, len(r.Result.Epochs))
+			for k, ep := range r.Result.Epochs {
+				pts[k].X, pts[k].Y = float64(ep.Epoch), ep.Seconds
+			}
+			l, s, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return err
+			}
+			l.Color = plotutil.Color(i)
+			l.Dashes = plotutil.Dashes(i)
+			s.Color = plotutil.Color(i)
+			s.Shape = plotutil.Shape(i)
+			p.Add(l, s)
+			p.Legend.Add(r.Config, l, s)
+			for _, pt := range pts {
+				top = max(top, pt.Y)
+			}
+		}
+		p.Legend.Top = true
+		p.Y.Max = top * 1.6 // room for the legend above the lines
+		p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
+			var t []plot.Tick
+			for v := 1.0; v <= max+0.01; v++ {
+				t = append(t, plot.Tick{Value: v, Label: fmt.Sprint(v)})
+			}
+			return t
+		})
+		p.Add(plotter.NewGrid())
+		p.BackgroundColor = color.White
+		plots[k/cols][k%cols] = p
+	}
+	const w, h = 6 * vg.Inch, 4 * vg.Inch
+	img := vgimg.New(w*cols, h*vg.Length(rows))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		for j, p := range plots[i] {
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
+		}
+	}
+	f, err := createFile(name)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// configIndex is the position of a configuration in the table, so that
+// it has one colour and shape in every panel.
+func configIndex(name string) int {
+	for i, c := range configs {
+		if c.name == name {
+			return i
+		}
+	}
+	return len(configs)
+}

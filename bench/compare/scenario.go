@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/augur-hpc/augur/bench/dlbench"
+	"github.com/augur-hpc/augur/bench/pfsemu"
+)
+
+// tiers returns the AUGUR_TIERS value of a scenario's tiers.
+func (e *env) tiers(s scenario) (ram, disk string, spec string) {
+	ram = filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), s.Name)
+	disk = filepath.Join(e.work, s.Name, "tier-disk")
+	spec = fmt.Sprintf("%s:%d,%s:%d", ram, e.sized(ramTier), disk, e.sized(diskTier))
+	return ram, disk, spec
+}
+
+func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.ProgressLine) (*scenarioResult, error) {
+	start := time.Now()
+	dir := filepath.Join(e.work, s.Name)
+	count := int(e.sized(s.Bytes) / meanSize)
+	fmt.Printf("\n== %s: %s (%d samples, ~%s)\n", s.Name, s.About, count, fmtMiB(e.sized(s.Bytes)))
+	ds, err := dlbench.Generate(filepath.Join(dir, "data"), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+		Count: count, Size: meanSize, SizeStddev: meanSize / 4, Classes: 10, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	local := filepath.Join(dir, "local")
+	if err := copyTree(ds.Root, local); err != nil {
+		return nil, fmt.Errorf("local copy: %w", err)
+	}
+	mnt := filepath.Join(dir, "pfs")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, err
+	}
+	srv, err := pfsemu.Mount(pfsOptions(ds.Root, mnt))
+	if err != nil {
+		return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
+	}
+	defer srv.Unmount()
+	ram, disk, tierSpec := e.tiers(s)
+	defer os.RemoveAll(filepath.Dir(ram))
+	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
+		RAMTier: e.sized(ramTier), DiskTier: e.sized(diskTier)}
+	counters := func() (pfsemu.Stats, error) { return srv.Stats(), nil }
+	for _, c := range configs {
+		r := &run{Config: c.name, About: c.about}
+		sr.Runs = append(sr.Runs, r)
+		if c.policy != "" && policies[c.policy] != "available" {
+			r.Skipped = policies[c.policy]
+			continue
+		}
+		w := workload()
+		job := ""
+		x := dlbench.Exec{Reader: e.reader, Counters: counters, Root: mnt}
+		switch c.read {
+		case "local":
+			x.Root = local
+		case "none":
+			w.NoIO = true
+		}
+		if c.policy != "" {
+			for _, d := range []string{ram, disk} {
+				if err := os.RemoveAll(d); err != nil {
+					return nil, err
+				}
+			}
+			job = fmt.Sprintf("bench-%d-%s-%s", os.Getpid(), s.Name, c.name)
+			x.Preload = e.lib
+			x.Env = []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec, "AUGUR_POLICY=" + c.policy,
+				fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}
+			defer removeJob(job)
+		}
+		if err := dlbench.DropCaches(); err != nil {
+			return nil, err
+		}
+		if c.warm {
+			before := srv.Stats()
+			t0 := time.Now()
+			cmd := exec.Command(e.augur, "warm")
+			cmd.Env = append(os.Environ(), x.Env...)
+			msg, err := cmd.CombinedOutput()
+			r.WarmSecs = time.Since(t0).Seconds()
+			r.WarmOut = strings.TrimSpace(string(msg))
+			d := dlbench.SubStats(srv.Stats(), before)
+			r.WarmPFS = &d
+			if err != nil {
+				r.Error = fmt.Sprintf("augur warm: %v: %s", err, r.WarmOut)
+				continue
+			}
+			if err := dlbench.DropCaches(); err != nil {
+				return nil, err
+			}
+		}
+		x.Progress = prog.Func(s.Name + " " + c.name)
+		res, err := dlbench.Run(e.ctx, c.name, ds, w, x)
+		prog.Clear()
+		r.Result = res
+		if err != nil {
+			r.Error = err.Error()
+			fmt.Printf("%s: %v\n", c.name, err)
+			continue
+		}
+		if job != "" {
+			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
+				r.AugurStat = json.RawMessage(out)
+			}
+		}
+		fmt.Printf("  %-18s epochs %s  total %.2fs\n", c.name, epochList(r), r.total())
+	}
+	sr.Seconds = time.Since(start).Seconds()
+	return sr, nil
+}
+
+func epochList(r *run) string {
+	var parts []string
+	if r.Result != nil {
+		for _, ep := range r.Result.Epochs {
+			parts = append(parts, fmt.Sprintf("%.2fs", ep.Seconds))
+		}
+	}
+	if r.WarmSecs > 0 {
+		parts = append(parts, fmt.Sprintf("(warm %.2fs)", r.WarmSecs))
+	}
+	return strings.Join(parts, " ")
+}
+
+// copyTree makes dst a copy of src unless a complete copy is there (a
+// stamp file beside dst records the source's size).
+func copyTree(src, dst string) error {
+	stamp := dst + ".copied"
+	var want int64
+	filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			want += fi.Size()
+		}
+		return nil
+	})
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == fmt.Sprint(want) {
+		return nil
+	}
+	os.Remove(stamp)
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp: %v: %s", err, out)
+	}
+	return os.WriteFile(stamp, []byte(fmt.Sprint(want)), 0o644)
+}
+
+// removeJob removes the shared-memory files of a job this program ran
+// (and only those: other jobs' counters are not ours).
+func removeJob(job string) {
+	files, _ := filepath.Glob(filepath.Join("/dev/shm", "augur-"+job+".*"))
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
