@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/augur-hpc/augur/bench/dlbench"
+)
+
+func TestConfigTable(t *testing.T) {
+	seen := map[string]bool{}
+	policies := map[string]bool{}
+	for _, c := range configs {
+		if seen[c.name] {
+			t.Errorf("configuration %s listed twice", c.name)
+		}
+		seen[c.name] = true
+		if c.read != "pfs" && c.read != "local" && c.read != "none" {
+			t.Errorf("%s: read %q", c.name, c.read)
+		}
+		if c.warm && c.policy == "" {
+			t.Errorf("%s: warm without the shim", c.name)
+		}
+		if c.policy != "" {
+			policies[c.policy] = true
+		}
+	}
+	for _, want := range []string{"pfs", "local", "noio", "augur-warm"} {
+		if !seen[want] {
+			t.Errorf("configuration %s missing", want)
+		}
+	}
+	for _, p := range []string{"static", "reactive", "clairvoyant"} {
+		if !policies[p] {
+			t.Errorf("no configuration for policy %s", p)
+		}
+	}
+}
+
+// fakeAugur writes a script standing in for augur check: it accepts only
+// the policies given.
+func fakeAugur(t *testing.T, accept ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "augur")
+	script := "#!/bin/sh\ncase \"$AUGUR_POLICY\" in\n"
+	for _, a := range accept {
+		script += a + ") echo ok; exit 0;;\n"
+	}
+	script += "*) echo \"AUGUR_POLICY: unknown policy \\\"$AUGUR_POLICY\\\" (known: static)\" >&2; exit 1;;\nesac\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProbePolicy(t *testing.T) {
+	e := &env{augur: fakeAugur(t, "static"), work: t.TempDir()}
+	if got := e.probePolicy("static"); got != "available" {
+		t.Errorf("static: %q", got)
+	}
+	got := e.probePolicy("reactive")
+	if !strings.HasPrefix(got, "not available yet") || !strings.Contains(got, `unknown policy "reactive"`) {
+		t.Errorf("reactive: %q", got)
+	}
+	if entries, _ := os.ReadDir(e.work); len(entries) != 0 {
+		t.Errorf("probe left %d entries in the work directory", len(entries))
+	}
+}
+
+func result(name string, secs ...float64) *dlbench.Result {
+	r := &dlbench.Result{Name: name}
+	for i, s := range secs {
+		r.Epochs = append(r.Epochs, dlbench.Epoch{Epoch: i + 1, Seconds: s})
+		r.Seconds += s
+	}
+	return r
+}
+
+func TestTablesAndPlot(t *testing.T) {
+	sr := &scenarioResult{scenario: scenario{Name: "S1", About: "fits"}, Runs: []*run{
+		{Config: "pfs", Result: result("pfs", 4, 4, 4)},
+		{Config: "local", Result: result("local", 1, 1, 1)},
+		{Config: "augur-warm", WarmSecs: 3, Result: result("augur-warm", 1, 1, 1)},
+		{Config: "augur-reactive", Skipped: "not available yet (test)"},
+	}}
+	var b bytes.Buffer
+	printScenario(&b, sr)
+	out := b.String()
+	// augur-warm: total 3 + 3 = 6 s: 2.00 x local, pfs (12 s) / 6 = 2.00.
+	if !strings.Contains(out, "| augur-warm | 1.00 | 1.00 | 1.00 | 3.00 | 6.00 | 2.00 | 2.00 |") {
+		t.Errorf("augur-warm row wrong:\n%s", out)
+	}
+	if !strings.Contains(out, "| pfs | 4.00 | 4.00 | 4.00 | - | 12.00 | 4.00 | 1.00 |") {
+		t.Errorf("pfs row wrong:\n%s", out)
+	}
+	if !strings.Contains(out, "| augur-reactive | not available yet (test) |") {
+		t.Errorf("skipped row wrong:\n%s", out)
+	}
+	b.Reset()
+	printSummary(&b, &report{Scenarios: []*scenarioResult{sr}})
+	if !strings.Contains(b.String(), "| S1 | augur-warm | 6.00 | 2.00 | 2.00 |") || strings.Contains(b.String(), "reactive") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+
+	name := filepath.Join(t.TempDir(), "bench.png")
+	if err := plotEpochs(name, &report{Scenarios: []*scenarioResult{sr, sr, sr}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
+		t.Errorf("plot is %v", b)
+	}
+}
