@@ -23,6 +23,7 @@ type Observer struct {
 	dirs  map[int32]string // watch descriptor → directory
 	opens map[string]int   // path → IN_OPEN count
 	reads map[string]int   // path → IN_ACCESS count (ObserveAccess only)
+	seq   []string         // files opened, in the order the kernel saw it
 }
 
 // Observe watches every directory under each root (which must exist;
@@ -82,6 +83,7 @@ func (o *Observer) drain() {
 				o.mu.Lock()
 				if ev.Mask&unix.IN_OPEN != 0 {
 					o.opens[p]++
+					o.seq = append(o.seq, p)
 				}
 				if ev.Mask&unix.IN_ACCESS != 0 {
 					o.reads[p]++
@@ -107,4 +109,11 @@ func (o *Observer) Accesses(path string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.reads[path]
+}
+
+// Sequence returns the files opened, in order (call after Stop).
+func (o *Observer) Sequence() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.seq...)
 }

@@ -1,0 +1,200 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// trainPy is a training loop over an ImageFolder with a real DataLoader
+// and DistributedSampler; it prints the sha256 of every sample it read.
+const trainPy = `
+import hashlib, os, sys, torch, torchvision
+from torch.utils.data import DataLoader, DistributedSampler
+root, seed, epochs, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+def load(p):
+    with open(p, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+ds = torchvision.datasets.ImageFolder(root, loader=load)
+sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=seed, shuffle=True)
+dl = DataLoader(ds, batch_size=4, sampler=sampler, num_workers=workers,
+                collate_fn=lambda b: [x[0] for x in b])
+start = int(os.environ.get("START_EPOCH", "0"))
+for e in range(start, start + epochs):
+    sampler.set_epoch(e)
+    for batch in dl:
+        for d in batch:
+            print(d)
+`
+
+// imageFolder makes classes of files with image names (their bytes need
+// not decode: the loader hashes them) and returns the digests by path.
+func imageFolder(t *testing.T, c *Case, classes, per int) map[string]string {
+	want := map[string]string{}
+	for k := 0; k < classes; k++ {
+		files := c.RandomFiles(fmt.Sprintf("class%d", k), per, 4_000)
+		for i, f := range files {
+			p := filepath.Join(filepath.Dir(f), fmt.Sprintf("img%02d.jpg", i))
+			must(t, os.Rename(f, p))
+			want[p] = sha256Of(t, []string{p})[p]
+		}
+	}
+	return want
+}
+
+// predicted runs augur plan --order for a rank and epoch.
+func predicted(t *testing.T, c *Case, seed string, world, rank, epoch int) []string {
+	t.Helper()
+	out, err := c.Augur("plan", "--seed", seed, "--order", "--rank", fmt.Sprint(rank),
+		"--epoch", fmt.Sprint(epoch))
+	if err != nil {
+		t.Fatalf("augur plan --order: %v\n%s", err, out)
+	}
+	return strings.Fields(out)
+}
+
+// The order in which a real DataLoader opens files, seen by inotify, is
+// the order augur predicts from the seed: exactly with num_workers=0,
+// batch by batch (4 files) with workers, for every rank and epoch.
+func TestPredictedOrderMatchesDataLoader(t *testing.T) {
+	c := NewCase(t)
+	imageFolder(t, c, 3, 10)
+	prog := filepath.Join(c.Dir, "train.py")
+	must(t, os.WriteFile(prog, []byte(trainPy), 0o644))
+	const world, epochs, seed = 2, 2, "1234"
+	c.Set("AUGUR_WORLD_SIZE=" + fmt.Sprint(world))
+	for _, workers := range []int{0, 2} {
+		for rank := 0; rank < world; rank++ {
+			t.Run(fmt.Sprintf("workers%d/rank%d", workers, rank), func(t *testing.T) {
+				c.Set(fmt.Sprintf("RANK=%d", rank))
+				c.Set(fmt.Sprintf("WORLD_SIZE=%d", world))
+				// One epoch per run: fanotify merges a second open of a file
+				// whose first is still queued.
+				for e := 0; e < epochs; e++ {
+					c.Set(fmt.Sprintf("START_EPOCH=%d", e))
+					obs := ObservePids(t, c.Dataset)
+					c.MustRun(3*time.Minute, Python, prog, c.Dataset, seed, "1", fmt.Sprint(workers))
+					obs.Stop()
+					want := predicted(t, c, seed, world, rank, e)
+					if workers > 0 {
+						checkBatches(t, obs.opens, want, 4)
+						continue
+					}
+					if len(obs.opens) != 1 {
+						t.Fatalf("opens by %d processes, want 1", len(obs.opens))
+					}
+					for _, got := range obs.opens {
+						if strings.Join(got, "\n") != strings.Join(want, "\n") {
+							t.Fatalf("epoch %d: observed order\n%v\npredicted\n%v", e, got, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// checkBatches checks opens made by DataLoader workers: each worker
+// reads whole batches, in the predicted order within a batch, and every
+// predicted batch is read exactly once.
+func checkBatches(t *testing.T, opens map[int32][]string, want []string, batch int) {
+	t.Helper()
+	left := map[string]int{}
+	for i := 0; i < len(want); i += batch {
+		left[strings.Join(want[i:min(i+batch, len(want))], " ")]++
+	}
+	for pid, seq := range opens {
+		for i := 0; i < len(seq); i += batch {
+			b := strings.Join(seq[i:min(i+batch, len(seq))], " ")
+			if left[b] == 0 {
+				t.Fatalf("worker %d read %q, which is no predicted batch (or read it twice)", pid, b)
+			}
+			left[b]--
+		}
+	}
+	for b, n := range left {
+		if n > 0 {
+			t.Fatalf("predicted batch %q never read", b)
+		}
+	}
+}
+
+// jobStats reads augur stat --json of a named job.
+func jobStats(t *testing.T, c *Case, job string) shim.Stats {
+	t.Helper()
+	out, err := exec.Command(Augur, "stat", "--json", "--job", job).Output()
+	if err != nil {
+		t.Fatalf("augur stat: %v", err)
+	}
+	var st shim.Stats
+	must(t, json.Unmarshal(out, &st))
+	return st
+}
+
+// Under the clairvoyant policy with the job's seed, every access is
+// predicted and the samples are right; with another seed, augur says so
+// once, falls back to the reactive policy, and the samples are still
+// right.
+func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, seed string
+		fallBack   bool
+	}{{"right-seed", "1234", false}, {"wrong-seed", "999", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCase(t)
+			// Enough files that a wrong order rarely lands near the cursor.
+			want := imageFolder(t, c, 5, 200)
+			prog := filepath.Join(c.Dir, "train.py")
+			must(t, os.WriteFile(prog, []byte(trainPy), 0o644))
+			job := "cv-" + randHex(4)
+			c.Set("AUGUR_JOB=" + job)
+			c.Set("AUGUR_POLICY=clairvoyant")
+			cmd := exec.Command(Augur, "run", "--seed", tc.seed, "--", Python, prog, c.Dataset, "1234", "2", "2")
+			cmd.Env = append(os.Environ(), c.Env...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			digests := strings.Fields(string(out))
+			if len(digests) != 2*len(want) {
+				t.Fatalf("%d samples, want %d", len(digests), 2*len(want))
+			}
+			valid := map[string]bool{}
+			for _, d := range want {
+				valid[d] = true
+			}
+			for _, d := range digests {
+				if !valid[d] {
+					t.Fatalf("a sample's bytes match no file")
+				}
+			}
+			st := jobStats(t, c, job)
+			msgs := strings.Count(stderr.String(), "do not match the predicted order")
+			if tc.fallBack {
+				if !st.FellBack || msgs != 1 {
+					t.Fatalf("fell back %v, %d messages (want true, 1): %s", st.FellBack, msgs, stderr.String())
+				}
+				if st.Copies == 0 {
+					t.Error("no copies after falling back to reactive")
+				}
+				return
+			}
+			if st.FellBack || msgs != 0 || st.Accuracy < 0.99 || st.Unpredicted != 0 {
+				t.Fatalf("prediction: %+v\n%s", st, stderr.String())
+			}
+			if st.PredHits+st.PredLate+st.PredMisses != uint64(len(digests)) {
+				t.Errorf("%d predicted opens counted, %d samples read", st.PredHits+st.PredLate+st.PredMisses, len(digests))
+			}
+		})
+	}
+}
