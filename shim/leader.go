@@ -102,8 +102,9 @@ func (l *Leader) publishIdentity() {
 }
 
 // openTiers prepares, locks and validates every tier. A tier another
-// process writes is left to it; a tier that cannot be prepared is
-// reported and skipped (the data plane finds no copies there).
+// process writes is checked (stale copies removed) but not written; a
+// tier that cannot be prepared is reported and skipped (the data plane
+// finds no copies there).
 func (l *Leader) openTiers() {
 	var stale uint64
 	for _, t := range l.cfg.Tiers {
@@ -123,11 +124,23 @@ func (l *Leader) openTiers() {
 			for _, e := range rep.Errors {
 				l.log.Warn().Msgf("tier %s: could not check a copy: %v", t.Path, e)
 			}
-		case errors.Is(err, tiering.ErrLocked):
-			l.log.Info().Msgf("%v; serving its copies without writing", err)
-			ts.usage = tiering.UsageOf(t)
 		default:
-			l.log.Warn().Msgf("tier %s: %v; tier not used", t.Path, err)
+			// Another job writes this tier (ErrLocked), or this
+			// process may not (another user's tier). The data plane
+			// still serves its copies, so they are checked against the
+			// sources as they are now: the writer validated them when
+			// it started, possibly before they changed.
+			if errors.Is(err, tiering.ErrLocked) {
+				l.log.Info().Msgf("%v; serving its copies without writing", err)
+			} else {
+				l.log.Warn().Msgf("tier %s: %v; serving its copies without writing", t.Path, err)
+			}
+			rep := tiering.Check(t)
+			ts.usage = rep.Usage
+			stale += uint64(rep.Stale)
+			for _, e := range rep.Errors {
+				l.log.Warn().Msgf("tier %s: could not check a copy: %v", t.Path, e)
+			}
 		}
 		l.tiers = append(l.tiers, ts)
 	}

@@ -32,7 +32,16 @@ const statWorkers = 8
 func Validate(t Tier) Report {
 	os.RemoveAll(filepath.Join(t.Path, tmpDir))
 	os.MkdirAll(filepath.Join(t.Path, tmpDir), 0o755)
+	return Check(t)
+}
 
+// Check is Validate without touching the temporary files, for a process
+// that does not hold the tier's Lock: a job starting while another job
+// writes the tier must still never serve a copy whose source changed since
+// that job validated it. Removing a stale copy is safe from any process
+// (the data plane does it on every write-open); the writer's copies in
+// progress are left alone.
+func Check(t Tier) Report {
 	type item struct {
 		copy string
 		st   unix.Stat_t
