@@ -58,10 +58,14 @@ func jobOfCase(c *Case) string {
 // segment says the tiers are validated, and then exits. The flag stays set
 // in the segment, so every later process of the job is served from the
 // tiers from its first open, which is what the Observer assertions need.
-// Without this the first process of a job reads originals until its
-// leader has validated the tiers, which is correct but not what is being
-// measured.
 func primeJob(c *Case, argv ...string) {
+	c.T.Helper()
+	holdJob(c, argv...)()
+}
+
+// holdJob is primeJob that leaves the leader running (it returns once the
+// process leads and the segment is ready); call stop to end it.
+func holdJob(c *Case, argv ...string) (stop func()) {
 	c.T.Helper()
 	preload := len(argv) == 0
 	if preload {
@@ -77,7 +81,7 @@ func primeJob(c *Case, argv ...string) {
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	must(c.T, cmd.Start())
-	stop := func() { cancel(); cmd.Wait() }
+	stop = func() { cancel(); cmd.Wait() }
 	job := jobOfCase(c)
 	deadline := time.Now().Add(20 * time.Second)
 	var seg *shim.Segment // mapped once: mappings live as long as the process
@@ -85,14 +89,16 @@ func primeJob(c *Case, argv ...string) {
 		if seg == nil {
 			seg, _ = shim.OpenSegment(shim.SegmentPath(job))
 		}
-		if seg != nil && seg.Stats().Ready {
-			stop()
-			return
+		if seg != nil {
+			if st := seg.Stats(); st.Ready && st.LeaderPID == cmd.Process.Pid {
+				return stop
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
-	c.T.Fatalf("job %s: no leader validated the tiers within 20s (%v)\nstderr:\n%s", job, argv, errb.String())
+	c.T.Fatalf("job %s: %v did not lead the job with validated tiers within 20s\nstderr:\n%s", job, argv, errb.String())
+	return nil
 }
 
 // nobody is the unprivileged identity of the permission tests.
