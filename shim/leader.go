@@ -3,6 +3,7 @@ package shim
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -55,6 +56,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		checked: map[string]time.Time{},
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
+	l.checkRoots()
 	l.openTiers()
 	switch cfg.Policy {
 	case "reactive":
@@ -68,6 +70,24 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	go l.run()
 	return l, nil
+}
+
+// checkRoots says once per job, in the leader, that a dataset root is not
+// a directory it can read: the job still runs, reading whatever it opens
+// from where it is, but nothing under that root is served from a tier.
+func (l *Leader) checkRoots() {
+	for _, r := range l.cfg.Roots {
+		info, err := os.Stat(r)
+		var pe *fs.PathError
+		switch {
+		case errors.As(err, &pe):
+			l.log.Warn().Msgf("dataset root %s: %v; nothing under it is accelerated", r, pe.Err)
+		case err != nil:
+			l.log.Warn().Msgf("dataset root %s: %v; nothing under it is accelerated", r, err)
+		case !info.IsDir():
+			l.log.Warn().Msgf("dataset root %s: not a directory; nothing under it is accelerated", r)
+		}
+	}
 }
 
 // jobLock takes the job's leader lock, a POSIX record lock: it is not
