@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/augur-hpc/augur/bench/dlbench"
+	"github.com/augur-hpc/augur/bench/pfsemu"
+	"golang.org/x/sys/unix"
 )
 
 func TestConfigTable(t *testing.T) {
@@ -121,5 +123,39 @@ func TestTablesAndPlot(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
 		t.Errorf("plot is %v", b)
+	}
+}
+
+// TestEnsureMountedRemounts: a mount lost to an outside unmount is
+// replaced, and the run says so.
+func TestEnsureMountedRemounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts the emulated PFS through FUSE and must run as root")
+	}
+	src, mnt := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	o := pfsemu.Options{Source: src, Mount: mnt, Logf: t.Logf}
+	srv, err := pfsemu.Mount(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{}
+	if same, err := ensureMounted(srv, o, r); err != nil || same != srv || len(r.Notes) != 0 {
+		t.Fatalf("live mount replaced: %v, notes %v", err, r.Notes)
+	}
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.Done()
+	n, err := ensureMounted(srv, o, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Unmount()
+	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "data" {
+		t.Errorf("after remount: %q, %v", b, err)
+	}
+	if len(r.Notes) != 1 {
+		t.Errorf("notes %v", r.Notes)
 	}
 }

@@ -111,6 +111,7 @@ type run struct {
 	Result    *dlbench.Result `json:"result,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	AugurStat json.RawMessage `json:"augur_stat,omitempty"`
+	Notes     []string        `json:"notes,omitempty"`
 }
 
 // epochs is the sum of the epoch times; total adds warm-up and process

@@ -67,11 +67,12 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := pfsemu.Mount(pfsOptions(data, mnt))
+	popts := pfsOptions(data, mnt)
+	srv, err := pfsemu.Mount(popts)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Unmount()
+	defer func() { srv.Unmount() }()
 	s := scenario{Name: "pytorch"}
 	ram, disk, tierSpec := e.tiers(s)
 	defer os.RemoveAll(filepath.Dir(ram))
@@ -91,6 +92,9 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 		if c.policy != "" && policies[c.policy] != "available" {
 			r.Skipped = policies[c.policy]
 			continue
+		}
+		if srv, err = ensureMounted(srv, popts, r); err != nil {
+			return nil, err
 		}
 		root := mnt
 		if c.read == "local" {

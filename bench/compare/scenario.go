@@ -39,11 +39,12 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := pfsemu.Mount(pfsOptions(ds.Root, mnt))
+	popts := pfsOptions(ds.Root, mnt)
+	srv, err := pfsemu.Mount(popts)
 	if err != nil {
 		return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
 	}
-	defer srv.Unmount()
+	defer func() { srv.Unmount() }()
 	ram, disk, tierSpec := e.tiers(s)
 	defer os.RemoveAll(filepath.Dir(ram))
 	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
@@ -55,6 +56,9 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		if c.policy != "" && policies[c.policy] != "available" {
 			r.Skipped = policies[c.policy]
 			continue
+		}
+		if srv, err = ensureMounted(srv, popts, r); err != nil {
+			return nil, err
 		}
 		w := workload()
 		job := ""
@@ -102,9 +106,12 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		res, err := dlbench.Run(e.ctx, c.name, ds, w, x)
 		prog.Clear()
 		r.Result = res
+		if err == nil {
+			err = readErrors(res)
+		}
 		if err != nil {
 			r.Error = err.Error()
-			fmt.Printf("%s: %v\n", c.name, err)
+			fmt.Printf("  %-18s failed: %v\n", c.name, err)
 			continue
 		}
 		if job != "" {
@@ -162,4 +169,45 @@ func removeJob(job string) {
 	for _, f := range files {
 		os.Remove(f)
 	}
+}
+
+// ensureMounted returns srv, or a new mount of the same source when srv's
+// mount has gone (something outside unmounted or aborted it); the run
+// records that in its notes.
+func ensureMounted(srv *pfsemu.Server, o pfsemu.Options, r *run) (*pfsemu.Server, error) {
+	select {
+	case <-srv.Done():
+	default:
+		if _, err := os.Stat(o.Mount); err == nil {
+			return srv, nil
+		}
+	}
+	srv.Unmount()
+	n, err := pfsemu.Mount(o)
+	if err != nil {
+		return srv, fmt.Errorf("remounting the emulated PFS (it was unmounted from outside): %w", err)
+	}
+	r.Notes = append(r.Notes, "the emulated PFS mount had been lost (unmounted or aborted from outside) and was remounted before this run")
+	fmt.Printf("  (the emulated PFS at %s was lost; remounted)\n", o.Mount)
+	return n, nil
+}
+
+// readErrors turns failed sample reads into an error: a run that did not
+// read its data measured nothing.
+func readErrors(res *dlbench.Result) error {
+	var n int64
+	for _, e := range res.Epochs {
+		n += e.Errors
+	}
+	if n > 0 {
+		return fmt.Errorf("%d sample reads failed%s", n, firstLineOf(res.Stderr))
+	}
+	return nil
+}
+
+func firstLineOf(s string) string {
+	if s = strings.TrimSpace(s); s == "" {
+		return ""
+	}
+	return " (" + firstLine(s) + ")"
 }
