@@ -64,7 +64,7 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 		return nil, err
 	}
 	mnt := filepath.Join(dir, "pfs")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
+	if err := mountPoint(mnt); err != nil {
 		return nil, err
 	}
 	popts := pfsOptions(data, mnt)

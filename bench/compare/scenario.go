@@ -2,15 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/augur-hpc/augur/bench/dlbench"
 	"github.com/augur-hpc/augur/bench/pfsemu"
+	"golang.org/x/sys/unix"
 )
 
 // tiers returns the AUGUR_TIERS value of a scenario's tiers.
@@ -36,7 +39,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		return nil, fmt.Errorf("local copy: %w", err)
 	}
 	mnt := filepath.Join(dir, "pfs")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
+	if err := mountPoint(mnt); err != nil {
 		return nil, err
 	}
 	popts := pfsOptions(ds.Root, mnt)
@@ -210,4 +213,16 @@ func firstLineOf(s string) string {
 		return ""
 	}
 	return " (" + firstLine(s) + ")"
+}
+
+// mountPoint makes dir, detaching first a dead mount an earlier run left
+// there ("transport endpoint is not connected"). dir is in our work
+// directory: no one else's mount.
+func mountPoint(dir string) error {
+	err := os.MkdirAll(dir, 0o755)
+	if errors.Is(err, syscall.ENOTCONN) {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		err = os.MkdirAll(dir, 0o755)
+	}
+	return err
 }
