@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/augur-hpc/augur/bench/dlbench"
 	"github.com/augur-hpc/augur/bench/pfsemu"
@@ -157,5 +161,38 @@ func TestEnsureMountedRemounts(t *testing.T) {
 	}
 	if len(r.Notes) != 1 {
 		t.Errorf("notes %v", r.Notes)
+	}
+}
+
+// TestMountPointClearsDeadMount: a mount whose server is gone ("transport
+// endpoint is not connected") is detached so the next run can mount there.
+func TestMountPointClearsDeadMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts the emulated PFS through FUSE and must run as root")
+	}
+	src, mnt := t.TempDir(), t.TempDir()
+	var uncached time.Duration // the kernel asks the (dead) server for every stat
+	srv, err := pfsemu.Mount(pfsemu.Options{Source: src, Mount: mnt, Logf: t.Logf, CacheTimeout: &uncached})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Unmount()
+	// Abort the connection, as a killed server leaves it.
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
+	if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
+		t.Fatalf("aborting the connection: %v", err)
+	}
+	if _, err := os.Stat(mnt); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after abort: stat = %v, want ENOTCONN", err)
+	}
+	if err := mountPoint(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(mnt); err != nil || !fi.IsDir() {
+		t.Errorf("mount point after mountPoint: %v", err)
 	}
 }

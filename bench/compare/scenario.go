@@ -219,10 +219,8 @@ func firstLineOf(s string) string {
 // there ("transport endpoint is not connected"). dir is in our work
 // directory: no one else's mount.
 func mountPoint(dir string) error {
-	err := os.MkdirAll(dir, 0o755)
-	if errors.Is(err, syscall.ENOTCONN) {
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
 		unix.Unmount(dir, unix.MNT_DETACH)
-		err = os.MkdirAll(dir, 0o755)
 	}
-	return err
+	return os.MkdirAll(dir, 0o755)
 }
