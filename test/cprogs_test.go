@@ -85,9 +85,10 @@ func holdJob(c *Case, argv ...string) (stop func()) {
 	job := jobOfCase(c)
 	deadline := time.Now().Add(20 * time.Second)
 	var seg *shim.Segment // mapped once: mappings live as long as the process
+	var segErr error
 	for time.Now().Before(deadline) {
 		if seg == nil {
-			seg, _ = shim.OpenSegment(shim.SegmentPath(job))
+			seg, segErr = shim.OpenSegment(shim.SegmentPath(job))
 		}
 		if seg != nil {
 			if st := seg.Stats(); st.Ready && st.LeaderPID == cmd.Process.Pid {
@@ -97,7 +98,8 @@ func holdJob(c *Case, argv ...string) (stop func()) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
-	c.T.Fatalf("job %s: %v did not lead the job with validated tiers within 20s\nstderr:\n%s", job, argv, errb.String())
+	c.T.Fatalf("job %s: %v did not lead the job with validated tiers within 20s (segment: %v; a library and test built from different intercept.h?)\nstderr:\n%s",
+		job, argv, segErr, errb.String())
 	return nil
 }
 
