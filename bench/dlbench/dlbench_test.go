@@ -434,3 +434,30 @@ no_io = true
 		t.Errorf("bad read mode: exit %d", code)
 	}
 }
+
+// TestStatsFileCounters reads an external emulator's stats file, waiting
+// for a version written after the call.
+func TestStatsFileCounters(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "stats.json")
+	os.WriteFile(name, []byte(`{"opens": 1, "read_bytes": 10}`), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(name, old, old)
+	get := StatsFileCounters(name, 5*time.Second)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		tmp := name + ".tmp"
+		os.WriteFile(tmp, []byte(`{"opens": 7, "read_bytes": 70}`), 0o644)
+		os.Rename(tmp, name)
+	}()
+	st, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Opens != 7 || st.ReadBytes != 70 {
+		t.Errorf("got the old or a wrong version: %+v", st)
+	}
+	os.WriteFile(name, []byte(`not json`), 0o644)
+	if _, err := StatsFileCounters(name, 0)(); err == nil {
+		t.Error("a broken stats file gave no error")
+	}
+}
