@@ -76,6 +76,7 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 	s := scenario{Name: "pytorch"}
 	ram, disk, tierSpec := e.tiers(s)
 	defer os.RemoveAll(filepath.Dir(ram))
+	defer os.RemoveAll(disk)
 	w := workload()
 	args := []string{script, "run", "--epochs", fmt.Sprint(w.Epochs), "--workers", "2", "--batch", fmt.Sprint(w.Batch),
 		"--seed", fmt.Sprint(w.Seed), "--compute-ms", fmt.Sprint(w.Compute.Milliseconds()), "--barrier"}

@@ -50,6 +50,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	defer func() { srv.Unmount() }()
 	ram, disk, tierSpec := e.tiers(s)
 	defer os.RemoveAll(filepath.Dir(ram))
+	defer os.RemoveAll(disk)
 	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
 		RAMTier: e.sized(ramTier), DiskTier: e.sized(diskTier)}
 	counters := func() (pfsemu.Stats, error) { return srv.Stats(), nil }
