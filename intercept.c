@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/xattr.h>
 
 struct augur_real augur_real;
 AUGUR_TLS int augur_guard;
@@ -128,6 +129,15 @@ static void resolve_symbols(void)
 	RESOLVE(rename, "rename");
 	RESOLVE(renameat, "renameat");
 	RESOLVE(renameat2, "renameat2");
+	RESOLVE(fstat, "fstat");
+	RESOLVE(fstat64, "fstat64");
+	RESOLVE(fxstat, "__fxstat");
+	RESOLVE(fxstat64, "__fxstat64");
+	RESOLVE(fstatat, "fstatat");
+	RESOLVE(fstatat64, "fstatat64");
+	RESOLVE(fxstatat, "__fxstatat");
+	RESOLVE(fxstatat64, "__fxstatat64");
+	RESOLVE(statx, "statx");
 }
 
 /* In a forked child only C runs; forget the parent's byte counts so a
@@ -707,6 +717,26 @@ static int open_copy(const char *abs, int flags, int *tier)
 	return -1;
 }
 
+/* plain_source says whether the source of abs's copy in the fastest tier
+ * holding one is known not to be a symlink: the publisher marks copies of
+ * symlinks with user.augur.link. It asks by path, so it opens nothing.
+ * Without xattrs nothing is known. */
+static int plain_source(const char *abs)
+{
+	char tp[PATH_MAX], v;
+	for (int t = 0; t < st.ntiers; t++) {
+		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+			return 0;
+		if (getxattr(tp, "user.augur.link", &v, 1) >= 0)
+			return 0;
+		if (errno == ENODATA)
+			return 1;
+		if (errno != ENOENT)
+			return 0;
+	}
+	return 0;
+}
+
 /* invalidate removes every tier copy of abs. Any process may do it: a
  * stale copy must disappear before the writer's open returns. */
 static void invalidate(const char *abs)
@@ -760,12 +790,13 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	} else {
 		AUGUR_ERRNO_SAVE;
 		int tier = -1;
-		/* O_NOFOLLOW must fail on a symlinked source, and O_NOATIME
-		 * with EPERM unless the caller owns the source (the copy's
-		 * owner is the tier's writer); only the original can tell, so
-		 * both are served from there. */
-		fd = (leader_ready() && !(flags & (O_NOFOLLOW | O_NOATIME)))
-			     ? open_copy(abs, flags, &tier)
+		/* O_NOATIME fails with EPERM unless the caller owns the
+		 * source (the copy's owner is the tier's writer): only the
+		 * original can tell. O_NOFOLLOW must fail on a symlinked
+		 * source: the copy says whether it stands for one. */
+		fd = (leader_ready() && !(flags & O_NOATIME) &&
+		      (!(flags & O_NOFOLLOW) || plain_source(abs)))
+			     ? open_copy(abs, flags & ~O_NOFOLLOW, &tier)
 			     : -1;
 		AUGUR_ERRNO_RESTORE;
 		if (fd < 0)
@@ -864,4 +895,26 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
+}
+
+/*
+ * augur_source_ident gives the device and inode of the original behind a
+ * descriptor served from a tier, so that fstat of it names the same file
+ * as stat of its path (cp, for one, refuses a file whose two differ). The
+ * publisher records them on the copy as the xattr user.augur.src; a copy
+ * without it (a filesystem without user xattrs) reports its own.
+ */
+AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino)
+{
+	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind != FD_FILE || fdtab[fd].tier < 0)
+		return 0;
+	uint64_t v[2];
+	AUGUR_ERRNO_SAVE;
+	ssize_t n = fgetxattr(fd, "user.augur.src", v, sizeof(v));
+	AUGUR_ERRNO_RESTORE;
+	if (n != (ssize_t)sizeof(v))
+		return 0;
+	*dev = v[0];
+	*ino = v[1];
+	return 1;
 }

@@ -83,6 +83,15 @@ struct augur_real {
 	int (*rename)(const char *, const char *);
 	int (*renameat)(int, const char *, int, const char *);
 	int (*renameat2)(int, const char *, int, const char *, unsigned int);
+	int (*fstat)(int, struct stat *);
+	int (*fstat64)(int, struct stat64 *);
+	int (*fxstat)(int, int, struct stat *);
+	int (*fxstat64)(int, int, struct stat64 *);
+	int (*fstatat)(int, const char *, struct stat *, int);
+	int (*fstatat64)(int, const char *, struct stat64 *, int);
+	int (*fxstatat)(int, int, const char *, struct stat *, int);
+	int (*fxstatat64)(int, int, const char *, struct stat64 *, int);
+	int (*statx)(int, const char *, int, unsigned int, struct statx *);
 };
 
 AUGUR_HIDDEN extern struct augur_real augur_real;
@@ -131,6 +140,9 @@ AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
 AUGUR_HIDDEN void augur_fd_forget(int fd);
+
+/* The original's identity behind a tier descriptor (see intercept.c). */
+AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);
 
 /* One message on stderr, once per key, for internal failures. */
 AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg);

@@ -1,6 +1,7 @@
 package tiering
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ func Publish(t Tier, source string) (int64, error) {
 		err = sameSource(fd, &before, n)
 	}
 	if err == nil {
-		if err = publishTmp(t.Path, tmp.Name(), dst, &before); err != nil {
+		if err = publishTmp(t.Path, tmp.Name(), dst, source, &before); err != nil {
 			err = &TierError{err}
 		}
 	}
@@ -122,10 +123,12 @@ func sameSource(fd int, before *unix.Stat_t, n int64) error {
 
 // publishTmp gives the copy its source's access and times, then renames it
 // into place.
-func publishTmp(tier, tmp, dst string, src *unix.Stat_t) error {
+func publishTmp(tier, tmp, dst, source string, src *unix.Stat_t) error {
 	if err := applyAccess(tmp, src, false); err != nil {
 		return err
 	}
+	setSourceIdent(tmp, src)
+	markLink(tmp, source)
 	times := []unix.Timespec{src.Atim, src.Mtim}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, tmp, times, 0); err != nil {
 		return err
@@ -137,6 +140,32 @@ func publishTmp(tier, tmp, dst string, src *unix.Stat_t) error {
 		return fmt.Errorf("publish %s: %w", dst, err)
 	}
 	return nil
+}
+
+// IdentXattr names the extended attribute holding the device and inode
+// of a copy's source (two little-endian uint64), which the data plane's
+// fstat reports for a descriptor served from the copy (intercept_stat.c).
+const IdentXattr = "user.augur.src"
+
+// setSourceIdent records the source's identity on the copy. A filesystem
+// without user xattrs refuses; its copies then report their own identity.
+func setSourceIdent(tmp string, src *unix.Stat_t) {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], src.Dev)
+	binary.LittleEndian.PutUint64(b[8:], src.Ino)
+	unix.Setxattr(tmp, IdentXattr, b[:], 0)
+}
+
+// LinkXattr marks a copy whose source path ends in a symlink: an open
+// with O_NOFOLLOW must then fail as on the original, and the data plane
+// sends it there.
+const LinkXattr = "user.augur.link"
+
+func markLink(tmp, source string) {
+	var st unix.Stat_t
+	if unix.Lstat(source, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Setxattr(tmp, LinkXattr, []byte{1}, 0)
+	}
 }
 
 // Access. A copy is opened by the data plane in place of its source with

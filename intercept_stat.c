@@ -1,0 +1,138 @@
+/*
+ * intercept_stat.c — the descriptor-based stat family. A descriptor the
+ * shim served from a tier describes the copy: same size, mode and times
+ * as the original, but another device and inode. These wrappers put the
+ * original's identity back (augur_source_ident), so that fstat(fd) and
+ * stat(path) name the same file, as programs such as cp check. Calls by
+ * path are not redirected and need nothing. Both the current names and
+ * the pre-2.33 __fxstat family that older binaries reference are here.
+ */
+#include "intercept_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+/* fix patches a stat buffer of fd (any of the two struct layouts). */
+#define FIX_STAT(r, fd, st)                                            \
+	do {                                                           \
+		uint64_t dev_, ino_;                                   \
+		if ((r) == 0 && augur_source_ident((fd), &dev_, &ino_)) { \
+			(st)->st_dev = dev_;                           \
+			(st)->st_ino = ino_;                           \
+		}                                                      \
+	} while (0)
+
+/* An *at call names the descriptor itself only with AT_EMPTY_PATH and "". */
+static int names_fd(const char *path, int flags)
+{
+	return (flags & AT_EMPTY_PATH) && path && path[0] == 0;
+}
+
+AUGUR_EXPORT int fstat(int fd, struct stat *st)
+{
+	if (!REAL(fstat)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fstat(fd, st);
+	FIX_STAT(r, fd, st);
+	return r;
+}
+
+AUGUR_EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	if (!REAL(fstat64)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fstat64(fd, st);
+	FIX_STAT(r, fd, st);
+	return r;
+}
+
+AUGUR_EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	if (!REAL(fxstat)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fxstat(ver, fd, st);
+	FIX_STAT(r, fd, st);
+	return r;
+}
+
+AUGUR_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	if (!REAL(fxstat64)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fxstat64(ver, fd, st);
+	FIX_STAT(r, fd, st);
+	return r;
+}
+
+AUGUR_EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	if (!REAL(fstatat)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fstatat(dirfd, path, st, flags);
+	if (names_fd(path, flags))
+		FIX_STAT(r, dirfd, st);
+	return r;
+}
+
+AUGUR_EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	if (!REAL(fstatat64)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fstatat64(dirfd, path, st, flags);
+	if (names_fd(path, flags))
+		FIX_STAT(r, dirfd, st);
+	return r;
+}
+
+AUGUR_EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{
+	if (!REAL(fxstatat)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fxstatat(ver, dirfd, path, st, flags);
+	if (names_fd(path, flags))
+		FIX_STAT(r, dirfd, st);
+	return r;
+}
+
+AUGUR_EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	if (!REAL(fxstatat64)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.fxstatat64(ver, dirfd, path, st, flags);
+	if (names_fd(path, flags))
+		FIX_STAT(r, dirfd, st);
+	return r;
+}
+
+AUGUR_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *sx)
+{
+	if (!REAL(statx)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = augur_real.statx(dirfd, path, flags, mask, sx);
+	uint64_t dev, ino;
+	if (r == 0 && names_fd(path, flags) && augur_source_ident(dirfd, &dev, &ino)) {
+		sx->stx_dev_major = major(dev);
+		sx->stx_dev_minor = minor(dev);
+		sx->stx_ino = ino;
+	}
+	return r;
+}
