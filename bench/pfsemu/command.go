@@ -22,8 +22,8 @@ const (
 
 // Command runs the emulator as a command line program, the body of
 // `augur pfsemu`. args are the arguments after the subcommand name. It
-// mounts, serves until SIGINT or SIGTERM (or until someone else unmounts
-// the mount point), unmounts, writes the stats file a last time and
+// mounts, serves until SIGINT, SIGTERM or SIGHUP (or until someone else
+// unmounts the mount point), unmounts, writes the stats file a last time and
 // returns an exit code: 0 on a clean run, 1 when mounting or unmounting
 // failed, 2 for bad flags (with one line saying which).
 func Command(args []string, stdout, stderr io.Writer) int {
@@ -43,7 +43,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 	// Catch the signals before mounting, so that one arriving while the
 	// mount comes up still unmounts.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	if readyFile != "" {
@@ -116,7 +116,7 @@ func parseFlags(args []string, stdout io.Writer) (Options, string, error) {
 	usage := func() {
 		fmt.Fprintf(stdout, "usage: augur pfsemu --source DIR --mount MNT [flags]\n\n"+
 			"Mount DIR on MNT through FUSE as an emulated shared parallel filesystem\n"+
-			"that delays and counts every request. Serves until SIGINT or SIGTERM.\n\n")
+			"that delays and counts every request. Serves until SIGINT, SIGTERM or SIGHUP.\n\n")
 		fl.SetOutput(stdout)
 		fl.PrintDefaults()
 		fl.SetOutput(io.Discard)

@@ -105,4 +105,14 @@
 //     request is answered.
 //   - An emulator killed with SIGKILL leaves a dead mount (ENOTCONN); the
 //     next Mount on the same mount point detaches it and says so once.
+//   - Serving and using a mount in one Go process (tests, in-process
+//     benchmarks) has two traps. A goroutine that page-faults on a
+//     mapping of the mount cannot be preempted, so a garbage collection
+//     starting meanwhile stops the very goroutines that would serve the
+//     fault: touch such mappings only inside system calls, or read from
+//     another process (augur's readers are C or Python anyway). And a
+//     process that exits with files still open in its own mount can hang
+//     in exit, flushing them to a server whose threads are gone; close
+//     them, or close the process's /dev/fuse descriptors first (this
+//     package's tests do, see TestMain).
 package pfsemu

@@ -2,11 +2,15 @@ package pfsemu
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,11 +20,64 @@ import (
 // TestMain doubles as the emulator command: with PFSEMU_TEST_COMMAND set
 // the test binary runs Command on its arguments, so tests can signal and
 // kill a real emulator process.
+//
+// Otherwise it guards against a hazard of serving FUSE and using the mount
+// in one process: when the process exits, the kernel closes its files one
+// by one after its threads are gone, and a file still open in its own
+// mount (leaked by a failed test) sends a FLUSH that nobody will ever
+// answer, leaving an unkillable process. Closing the process's /dev/fuse
+// descriptors first aborts its connections, so that every pending and
+// future request fails with ENOTCONN instead. That is done after the
+// tests, on SIGINT/SIGTERM/SIGHUP, and shortly before -test.timeout fires.
+// Nothing helps against SIGKILL.
 func TestMain(m *testing.M) {
 	if os.Getenv("PFSEMU_TEST_COMMAND") != "" {
 		os.Exit(Command(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	flag.Parse()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		abortOwnFUSE()
+		signal.Reset(sig)
+		syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+	}()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 10*time.Second {
+			time.AfterFunc(d-5*time.Second, func() {
+				fmt.Fprintln(os.Stderr, "pfsemu tests: about to time out; aborting this process's FUSE connections")
+				abortOwnFUSE()
+			})
+		}
+	}
+	code := m.Run()
+	abortOwnFUSE()
+	os.Exit(code)
+}
+
+// liveMounts are the mount points of this process's test emulators that
+// have not been unmounted yet; abortOwnFUSE detaches them so that no dead
+// mount is left behind.
+var liveMounts sync.Map // mount point → struct{}
+
+// abortOwnFUSE detaches the live test mounts and closes every /dev/fuse
+// descriptor of this process, which aborts the FUSE connections it serves.
+func abortOwnFUSE() {
+	liveMounts.Range(func(mnt, _ any) bool {
+		unix.Unmount(mnt.(string), unix.MNT_DETACH)
+		return true
+	})
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == "/dev/fuse" {
+			unix.Close(fd)
+		}
+	}
 }
 
 // testCase is one mounted emulator over a source directory with files.
@@ -47,10 +104,12 @@ func newTestCase(t *testing.T, opts Options, files map[string]int) *testCase {
 		t.Fatalf("Mount: %v", err)
 	}
 	tc.srv = srv
+	liveMounts.Store(srv.opts.Mount, struct{}{})
 	t.Cleanup(func() {
 		if err := srv.Unmount(); err != nil {
 			t.Errorf("Unmount: %v", err)
 		}
+		liveMounts.Delete(srv.opts.Mount)
 	})
 	return tc
 }

@@ -505,3 +505,41 @@ func TestMountRefusals(t *testing.T) {
 		t.Errorf("second Mount on a live mount point: %v, want ErrMounted", err)
 	}
 }
+
+// TestMmap: shared and private read-only mappings work in both modes
+// (numpy's memmap maps MAP_SHARED, which direct-I/O files refuse unless the
+// mount allows it), and their page faults are counted as READs.
+//
+// The mapped pages are touched only inside a write(2) to a scratch file,
+// never by Go code: a goroutine page-faulting on this process's own mount
+// cannot be preempted, so a garbage collection starting meanwhile would
+// stop the goroutines that serve the fault, and the process would hang.
+func TestMmap(t *testing.T) {
+	for _, dio := range []bool{false, true} {
+		for _, flags := range []int{unix.MAP_SHARED, unix.MAP_PRIVATE} {
+			tc := newTestCase(t, Options{DirectIO: dio}, map[string]int{"f": 100000})
+			fd := openR(t, tc.path("f"))
+			m, err := unix.Mmap(fd, 0, 100000, unix.PROT_READ, flags)
+			closeFd(t, fd)
+			if err != nil {
+				t.Errorf("direct-io %v, flags %#x: mmap: %v", dio, flags, err)
+				continue
+			}
+			scratch := filepath.Join(t.TempDir(), "copy")
+			out, err := unix.Open(scratch, unix.O_WRONLY|unix.O_CREAT, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := unix.Write(out, m) // the kernel faults the pages in
+			unix.Close(out)
+			unix.Munmap(m)
+			if got, _ := os.ReadFile(scratch); n != 100000 || err != nil || !bytes.Equal(got, content("f", 100000)) {
+				t.Errorf("direct-io %v, flags %#x: copying the mapping: %d, %v; content equal: %v",
+					dio, flags, n, err, bytes.Equal(got, content("f", 100000)))
+			}
+			if s := tc.srv.Stats(); s.Reads == 0 || s.ReadBytes < 100000 {
+				t.Errorf("direct-io %v, flags %#x: %d READs, %d bytes for a mapped 100000-byte file", dio, flags, s.Reads, s.ReadBytes)
+			}
+		}
+	}
+}

@@ -111,8 +111,11 @@ func Mount(opts Options) (*Server, error) {
 			DisableReadDirPlus: true,
 			// Never let the kernel read the backing files itself.
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
-			Debug:                opts.Debug,
-			Logger:               log.New(logWriter(s.logf), "", 0),
+			// Allow MAP_SHARED mappings of direct-I/O files (numpy's
+			// memmap uses them); without it mmap fails with ENODEV.
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			Debug:             opts.Debug,
+			Logger:            log.New(logWriter(s.logf), "", 0),
 		},
 	}
 	if timeout > 0 {
