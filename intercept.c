@@ -512,6 +512,34 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * rank_of is the node-local rank of process pid: LOCAL_RANK, SLURM_LOCALID
+ * or RANK as the process's environment says now. It is read again in each
+ * new process, because ranks are not always exec'd: a launcher may fork
+ * them and set the variable in the child (workers forked later inherit
+ * it). One cached (pid, rank) pair, packed so it is read atomically.
+ */
+static int rank_of(pid_t pid)
+{
+	static uint64_t cached; /* pid << 32 | rank + 1 */
+	uint64_t c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (c && (pid_t)(c >> 32) == pid)
+		return (int)(uint32_t)c - 1;
+	int rank = st.rank;
+	const char *names[] = {"LOCAL_RANK", "SLURM_LOCALID", "RANK"};
+	for (int i = 0; i < 3; i++) {
+		const char *v = getenv(names[i]);
+		char *end;
+		long r = v ? strtol(v, &end, 10) : -1;
+		if (v && *v && !*end && r >= 0 && r < 1 << 20) {
+			rank = (int)r;
+			break;
+		}
+	}
+	__atomic_store_n(&cached, (uint64_t)(uint32_t)pid << 32 | (uint32_t)(rank + 1), __ATOMIC_RELAXED);
+	return rank;
+}
+
 /* emit appends one event; when the ring is full it drops the event and
  * counts it: the leader is behind, and training must not wait for it. */
 static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs)
@@ -539,7 +567,7 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 	ev->kind = kind;
 	ev->tier = tier;
 	ev->pid = (int32_t)getpid();
-	ev->rank = st.rank;
+	ev->rank = rank_of(ev->pid);
 	ev->fd = fd;
 	ev->flags = len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0;
 	if (len >= AUGUR_EVENT_PATH)

@@ -537,8 +537,17 @@ static int run_epoch(int e)
 		pids[r] = fork();
 		if (pids[r] < 0)
 			die("fork");
-		if (pids[r] == 0)
+		if (pids[r] == 0) {
+			/* As torchrun does, so an I/O library (augur) knows
+			 * which rank reads; workers forked later inherit it. */
+			char v[16];
+			snprintf(v, sizeof(v), "%d", r);
+			setenv("LOCAL_RANK", v, 1);
+			setenv("RANK", v, 1);
+			snprintf(v, sizeof(v), "%d", ranks);
+			setenv("WORLD_SIZE", v, 1);
 			rank(e, r, latbase[r]);
+		}
 	}
 	int alive = ranks, failed = 0;
 	long shown = -1;

@@ -88,13 +88,15 @@ func workload() dlbench.Workload {
 	return w
 }
 
-// pfsOptions is the emulated PFS: a busy Lustre with direct I/O, so every
-// epoch's reads reach it as they would for a dataset larger than the
-// client's memory.
+// pfsOptions is the emulated PFS: a busy Lustre client, with its page
+// cache. The scaled-down datasets would fit in that cache, so the driver
+// drops it between epochs (dropCaches), as a dataset larger than the
+// client's memory would: every epoch's reads reach the PFS, while a file
+// read twice at the same moment (by a reader and by augur's copier) is
+// served once, as on a real client.
 func pfsOptions(src, mnt string) pfsemu.Options {
 	o := pfsemu.DefaultOptions(src, mnt)
 	o.Bandwidth = 150 * mib
-	o.DirectIO = true
 	ct := time.Second
 	o.CacheTimeout = &ct
 	return o

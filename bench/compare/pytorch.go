@@ -108,7 +108,8 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 			job := fmt.Sprintf("bench-%d-pytorch-%s", os.Getpid(), c.name)
 			defer removeJob(job)
 			env = []string{"LD_PRELOAD=" + e.lib, "AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec,
-				"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}
+				"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
+				fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs)}
 		}
 		if err := dlbench.DropCaches(); err != nil {
 			return nil, err
@@ -174,6 +175,9 @@ func (e *env) runPython(name string, args, env []string, srv *pfsemu.Server, ds 
 		res.Epochs = append(res.Epochs, dlbench.Epoch{Epoch: ep.Epoch, Samples: ep.Samples, Bytes: ds.Bytes,
 			Seconds: ep.Seconds, SamplesPerSec: float64(ep.Samples) / ep.Seconds,
 			MBPerSec: float64(ds.Bytes) / ep.Seconds / 1e6, Stall: ep.Stall, PFS: &d})
+		if err := dlbench.DropCaches(); err != nil { // as for the C readers: see pfsOptions
+			return res, err
+		}
 		io.WriteString(stdin, "next\n")
 	}
 	stdin.Close()

@@ -66,7 +66,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		}
 		w := workload()
 		job := ""
-		x := dlbench.Exec{Reader: e.reader, Counters: counters, Root: mnt}
+		x := dlbench.Exec{Reader: e.reader, Counters: counters, Root: mnt, BetweenEpochs: dlbench.DropCaches}
 		switch c.read {
 		case "local":
 			x.Root = local
@@ -82,7 +82,10 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 			job = fmt.Sprintf("bench-%d-%s-%s", os.Getpid(), s.Name, c.name)
 			x.Preload = e.lib
 			x.Env = []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec, "AUGUR_POLICY=" + c.policy,
-				fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}
+				fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
+				// What the clairvoyant policy must know of the readers.
+				fmt.Sprintf("AUGUR_WORLD_SIZE=%d", w.Ranks), fmt.Sprintf("AUGUR_RANKS_PER_NODE=%d", w.Ranks),
+				fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs)}
 			defer removeJob(job)
 		}
 		if err := dlbench.DropCaches(); err != nil {

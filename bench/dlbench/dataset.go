@@ -153,7 +153,7 @@ func Generate(root string, g GenSpec) (*Dataset, error) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			if err := writeRandom(filepath.Join(dir, fmt.Sprintf("sample%07d.bin", i)), s, src); err != nil {
+			if err := writeRandom(filepath.Join(dir, fmt.Sprintf("sample%07d.jpg", i)), s, src); err != nil {
 				return nil, err
 			}
 		}
@@ -192,11 +192,13 @@ func (r randReader) Read(p []byte) (int, error) {
 }
 
 // scanExtensions are the files an imagefolder scan keeps: torchvision's
-// IMG_EXTENSIONS plus ".bin", the extension of generated samples.
-var scanExtensions = append(append([]string(nil), seed.IMGExtensions...), ".bin")
+// IMG_EXTENSIONS, exactly as ImageFolder (and so augur's "imagefolder"
+// layout) does. Generated samples are named .jpg for that reason; their
+// bytes are random, which the C reader does not mind.
+var scanExtensions = seed.IMGExtensions
 
 // Scan indexes an existing dataset: imagefolder as torchvision's
-// DatasetFolder with the image extensions and ".bin"; flat as every file
+// ImageFolder (its image extensions); flat as every file
 // in sorted order; records as every file in sorted order cut into records
 // of recordSize bytes (a trailing partial record is dropped).
 func Scan(root, layout string, recordSize int64) (*Dataset, error) {

@@ -189,7 +189,7 @@ func TestGenerateAndScan(t *testing.T) {
 	if len(ds.Samples) != 25 || ds.Files != 25 {
 		t.Fatalf("%d samples in %d files, want 25", len(ds.Samples), ds.Files)
 	}
-	want, err := seed.DatasetFolder(root, []string{".bin"})
+	want, err := seed.ImageFolder(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,10 @@ type Exec struct {
 	// Counters, when set, returns the emulated PFS's counters; it is
 	// called before the reader starts and after each epoch.
 	Counters func() (pfsemu.Stats, error)
+	// BetweenEpochs, when set, runs after an epoch's counters are read
+	// and before the next epoch starts, untimed (make bench drops the
+	// page cache there).
+	BetweenEpochs func() error
 	// Progress, when set, is called while an epoch runs with the samples
 	// done so far.
 	Progress func(p Progress)
@@ -240,6 +244,12 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 				ep.PFS, prev = &d, now
 			}
 			res.Epochs = append(res.Epochs, *ep)
+			if x.BetweenEpochs != nil {
+				if err := x.BetweenEpochs(); err != nil {
+					perr = err
+					break
+				}
+			}
 			epochStart = time.Now()
 			io.WriteString(stdin, "next\n") // an error here shows up as the reader's exit
 		}
