@@ -543,3 +543,29 @@ func TestMmap(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmountBusy: unmounting while a file is open detaches the mount
+// lazily: it leaves the namespace at once, the open file keeps working,
+// and the server ends when the file is closed.
+func TestUnmountBusy(t *testing.T) {
+	tc := newTestCase(t, Options{DirectIO: true}, map[string]int{"f": 1000})
+	fd := openR(t, tc.path("f"))
+	if err := tc.srv.Unmount(); err != nil {
+		t.Fatalf("Unmount of a busy mount: %v", err)
+	}
+	if n := tc.logs.count("busy"); n != 1 {
+		t.Errorf("%d messages about the busy mount, want 1; logs:\n%s", n, tc.logs)
+	}
+	if fstype, ok := mountedOn(tc.mnt); ok {
+		t.Errorf("%s still mounted (%s) after a lazy unmount", tc.mnt, fstype)
+	}
+	if n, err := unix.Pread(fd, make([]byte, 1000), 0); n != 1000 || err != nil {
+		t.Errorf("reading the open file after the lazy unmount: %d, %v", n, err)
+	}
+	closeFd(t, fd)
+	select {
+	case <-tc.srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server still running 5s after the last file of a detached mount was closed")
+	}
+}

@@ -158,6 +158,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Unmount() error {
 	s.unmountOnce.Do(func() {
 		s.unmountErr = s.unmount()
+		s.c.end.Store(time.Now().UnixNano())
 		close(s.stopStats)
 		<-s.statsDone
 	})
@@ -170,15 +171,38 @@ func (s *Server) unmount() error {
 		return nil // already unmounted from outside
 	default:
 	}
-	err := s.fuse.Unmount()
-	if err == nil {
+	mnt := s.opts.Mount
+	var err error
+	for delay := 5 * time.Millisecond; delay < 200*time.Millisecond; delay *= 2 {
+		// A file closed just now may still be on its way to RELEASE.
+		if err = unix.Unmount(mnt, 0); err != unix.EBUSY {
+			break
+		}
+		time.Sleep(delay)
+	}
+	switch err {
+	case nil:
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			s.logf("unmounted %s, but the FUSE connection has not ended after 10s", mnt)
+		}
 		return nil
+	case unix.EBUSY:
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: busy, and lazy unmount failed: %w", mnt, err)
+		}
+		s.logf("%s is busy (a process has a file or directory open in it); detached it lazily, it goes away when the last one is closed", mnt)
+		return nil
+	case unix.EPERM:
+		// Mounted through fusermount, not as root: unmount the same way.
+		if err := s.fuse.Unmount(); err != nil {
+			return fmt.Errorf("unmount %s: %w", mnt, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("unmount %s: %w", mnt, err)
 	}
-	if derr := unix.Unmount(s.opts.Mount, unix.MNT_DETACH); derr != nil {
-		return fmt.Errorf("unmount %s: %v; lazy unmount: %v", s.opts.Mount, err, derr)
-	}
-	s.logf("%s was busy (%v); detached it lazily, it goes away when its last open file is closed", s.opts.Mount, strings.TrimSpace(err.Error()))
-	return nil
 }
 
 // writeStatsLoop writes the stats file every StatsInterval until Unmount,

@@ -69,6 +69,7 @@ type FileStats struct {
 // counters is the live, concurrently updated form of Stats.
 type counters struct {
 	start time.Time
+	end   atomic.Int64 // UnixNano when the mount went away; 0 while it serves
 
 	lookups, getattrs, opendirs, readdirs, statfs, readlinks, accesses, xattrs atomic.Int64
 	opens, creates, reads, readBytes, releases                                 atomic.Int64
@@ -117,6 +118,9 @@ func (c *counters) snapshot(peakReaders int) Stats {
 		PeakReaders:      peakReaders,
 		ThrottledSeconds: time.Duration(c.throttled.Load()).Seconds(),
 		UptimeSeconds:    time.Since(c.start).Seconds(),
+	}
+	if end := c.end.Load(); end != 0 {
+		s.UptimeSeconds = time.Unix(0, end).Sub(c.start).Seconds()
 	}
 	if c.files != nil {
 		c.mu.Lock()
