@@ -49,7 +49,7 @@ type Stats struct {
 	Stalls     int64 `json:"stalls"`      // READs delayed by Stall
 
 	// Bandwidth model.
-	PeakReaders      int     `json:"peak_readers"`      // most clients with a READ in flight at once
+	PeakReaders      int     `json:"peak_readers"`      // most client threads with a READ in flight at once
 	ThrottledSeconds float64 `json:"throttled_seconds"` // total time READs waited for the bandwidth limit, summed over requests
 
 	UptimeSeconds float64 `json:"uptime_seconds"`
