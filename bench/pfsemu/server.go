@@ -19,7 +19,7 @@ import (
 
 // ErrMounted is returned by Mount when the mount point already has a
 // live filesystem mounted on it.
-var ErrMounted = errors.New("mount point is already a mount point")
+var ErrMounted = errors.New("already mounted")
 
 // Server is one mounted emulator. Its methods are safe for concurrent use.
 type Server struct {
