@@ -387,7 +387,7 @@ func (c *Config) check() error {
 		}
 		t.Path = abs
 		if t.Threads == 0 {
-			t.Threads = 4
+			t.Threads = 8
 		}
 		for _, r := range c.Roots {
 			if within(t.Path, r) || within(r, t.Path) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,14 +150,18 @@ func epochList(r *run) string {
 // stamp file beside dst records the source's size).
 func copyTree(src, dst string) error {
 	stamp := dst + ".copied"
-	var want int64
+	// The stamp names every file and its size, so a regenerated dataset
+	// (other names, same bytes) is copied again.
+	h := sha256.New()
 	filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
-			want += fi.Size()
+			rel, _ := filepath.Rel(src, p)
+			fmt.Fprintf(h, "%s %d\n", rel, fi.Size())
 		}
 		return nil
 	})
-	if b, err := os.ReadFile(stamp); err == nil && string(b) == fmt.Sprint(want) {
+	want := fmt.Sprintf("%x", h.Sum(nil))
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
 		return nil
 	}
 	os.Remove(stamp)
@@ -166,7 +171,7 @@ func copyTree(src, dst string) error {
 	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp: %v: %s", err, out)
 	}
-	return os.WriteFile(stamp, []byte(fmt.Sprint(want)), 0o644)
+	return os.WriteFile(stamp, []byte(want), 0o644)
 }
 
 // removeJob removes the shared-memory files of a job this program ran
