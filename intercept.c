@@ -497,7 +497,7 @@ AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
 
 static uint64_t fnv1a(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = 14695981039346656037ULL; /* FNV-1a 64, as Go's hash/fnv */
 	for (; *s; s++) {
 		h ^= (unsigned char)*s;
 		h *= 1099511628211ULL;
@@ -765,6 +765,39 @@ static int plain_source(const char *abs)
 	return 0;
 }
 
+/* pendingWaitNS bounds how long an open waits for a copy in flight
+ * before it reads the original after all. */
+#define PENDING_WAIT_NS (200 * 1000 * 1000)
+
+static uint64_t fnv1a(const char *s);
+static uint64_t now_ns(void);
+
+/*
+ * wait_pending waits while the leader is writing the copy of abs (see
+ * struct augur_pending) and reports whether it did: the caller then looks
+ * for the copy again. The reader would otherwise fetch from the shared
+ * filesystem what the prefetcher is fetching at that moment.
+ */
+static int wait_pending(const char *abs)
+{
+	struct augur_segment *seg = st.seg;
+	if (!seg)
+		return 0;
+	uint64_t h = fnv1a(abs);
+	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
+	if (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) != h ||
+	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != AUGUR_PENDING_COPYING)
+		return 0;
+	uint64_t deadline = now_ns() + PENDING_WAIT_NS;
+	struct timespec nap = {0, 100 * 1000};
+	while (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) == h &&
+	       __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == AUGUR_PENDING_COPYING &&
+	       now_ns() < deadline)
+		nanosleep(&nap, NULL);
+	__atomic_fetch_add(&seg->leader.waited, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
 /* invalidate removes every tier copy of abs. Any process may do it: a
  * stale copy must disappear before the writer's open returns. */
 static void invalidate(const char *abs)
@@ -822,10 +855,11 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 		 * source (the copy's owner is the tier's writer): only the
 		 * original can tell. O_NOFOLLOW must fail on a symlinked
 		 * source: the copy says whether it stands for one. */
-		fd = (leader_ready() && !(flags & O_NOATIME) &&
-		      (!(flags & O_NOFOLLOW) || plain_source(abs)))
-			     ? open_copy(abs, flags & ~O_NOFOLLOW, &tier)
-			     : -1;
+		int serve = leader_ready() && !(flags & O_NOATIME) &&
+			    (!(flags & O_NOFOLLOW) || plain_source(abs));
+		fd = serve ? open_copy(abs, flags & ~O_NOFOLLOW, &tier) : -1;
+		if (fd < 0 && serve && wait_pending(abs))
+			fd = open_copy(abs, flags & ~O_NOFOLLOW, &tier);
 		AUGUR_ERRNO_RESTORE;
 		if (fd < 0)
 			fd = real_openat(dirfd, path, flags, mode);

@@ -16,10 +16,11 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 3
+#define AUGUR_ABI_VERSION 4
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 200
+#define AUGUR_PENDING_SLOTS 4096 /* power of two */
 
 /* Event kinds. */
 enum {
@@ -79,6 +80,7 @@ struct augur_leader {
 	uint64_t publish_gen;   /* bumped after every publish: descriptors of
 				 * originals look for a new copy when it moves */
 	uint64_t inflight;      /* copies queued or being written */
+	uint64_t waited;        /* opens that waited for a copy in flight */
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
 	uint64_t copy_bytes;
@@ -98,6 +100,20 @@ struct augur_leader {
 	char tiers[AUGUR_MAX_TIERS][256];
 };
 
+/*
+ * Copies in flight, as a hint to readers: slot hash & (SLOTS-1) holds the
+ * FNV-1a hash of a source whose copy the leader is writing. A reader that
+ * finds no copy but its file here waits (bounded) for the copy instead of
+ * reading the shared filesystem a second time. Only the leader writes;
+ * a collision just loses the hint.
+ */
+enum { AUGUR_PENDING_NONE = 0, AUGUR_PENDING_COPYING = 1 };
+struct augur_pending {
+	uint64_t hash;
+	uint32_t state;
+	uint32_t pad;
+};
+
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
 	char pad1[56];
@@ -114,6 +130,7 @@ struct augur_segment {
 	char job[64];
 	struct augur_counters counters;
 	struct augur_leader leader;
+	struct augur_pending pending[AUGUR_PENDING_SLOTS];
 	struct augur_ring ring;
 };
 

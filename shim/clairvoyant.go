@@ -207,70 +207,83 @@ func (c *clairvoyant) judge(matched bool) {
 	}
 }
 
-// pumpAll queues the next files of every rank.
+// pumpAll queues the next files of every rank, taking one file from each
+// rank in turn, so that every rank's next files are under way before any
+// rank's later ones.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpAll() {
-	for _, r := range c.pred.Ranks {
-		c.pump(c.cursors[r])
+	for progress := true; progress && len(c.pending) < maxPending; {
+		progress = false
+		for _, r := range c.pred.Ranks {
+			if len(c.pending) < maxPending && c.pumpOne(c.cursors[r]) {
+				progress = true
+			}
+		}
 	}
 }
 
-// pump queues files in rank's access order, from its prefetch pointer,
-// while fewer than maxPending copies are queued, the pointer is within
-// the lookahead, and (for files not assigned to a tier) the staging
-// budget has room.
+// pumpOne queues the next file of rank's access order that needs a copy,
+// from its prefetch pointer, if the pointer is within the lookahead and
+// (for a file no tier keeps) the staging budget has room. It reports
+// whether it queued one.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) pump(cur *cursor) {
+func (c *clairvoyant) pumpOne(cur *cursor) bool {
 	if cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < cur.pos) {
 		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
 	}
 	look := c.l.cfg.Access.Lookahead
-	for len(c.pending) < maxPending {
+	for {
 		if c.epochs > 0 && cur.aEpoch >= c.epochs {
-			return
+			return false
 		}
 		order := c.pred.Order(cur.rank, cur.aEpoch)
 		if cur.aPos >= len(order) {
 			cur.aEpoch, cur.aPos = cur.aEpoch+1, 0
 			continue
 		}
-		n := len(order)
-		if (cur.aEpoch-cur.epoch)*n+cur.aPos-cur.pos >= look {
-			return
+		if (cur.aEpoch-cur.epoch)*len(order)+cur.aPos-cur.pos >= look {
+			return false
 		}
-		idx := order[cur.aPos]
-		if !c.fetch(idx) {
-			return // staging budget full: wait for reads to free it
+		queued, ok := c.fetch(order[cur.aPos])
+		if !ok {
+			return false // staging budget full: wait for reads to free it
 		}
 		cur.aPos++
+		if queued {
+			return true
+		}
 	}
 }
 
-// fetch queues one file for its tier, or for staging. It reports false
-// only when the staging budget has no room.
+// fetch queues one file for its tier, or for staging. It reports whether
+// it queued a copy, and false for ok only when the staging budget has no
+// room (the file must wait).
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) fetch(idx int) bool {
+func (c *clairvoyant) fetch(idx int) (queued, ok bool) {
 	size := c.sizes[idx]
 	if c.where[idx] >= 0 || c.pending[idx] || size < 0 {
-		return true
+		return false, true
 	}
 	path := c.pred.Files[idx]
 	if t := c.place.Tier[idx]; t >= 0 && c.pool.FetchTo(path, size, t) {
 		c.pending[idx] = true
-		return true
+		c.l.seg.markCopying(path)
+		return true, true
 	}
 	if c.stagedBytes+size > c.stage {
-		return false
+		return false, false
 	}
 	if c.pool.FetchTo(path, size, 0) {
 		c.pending[idx] = true
+		c.l.seg.markCopying(path)
 		c.staged[idx] = true
 		c.stagedBytes += size
+		return true, true
 	}
-	return true
+	return false, true
 }
 
 // done settles one finished copy; it runs on a pool worker.
@@ -283,6 +296,7 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 	}
 	idx, _ := c.pred.Index(res.Path)
 	delete(c.pending, idx)
+	defer c.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	ld := &c.l.seg.s.leader
 	if res.Err != nil {
 		if c.staged[idx] {

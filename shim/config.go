@@ -387,7 +387,7 @@ func (c *Config) check() error {
 		}
 		t.Path = abs
 		if t.Threads == 0 {
-			t.Threads = 8
+			t.Threads = 16
 		}
 		for _, r := range c.Roots {
 			if within(t.Path, r) || within(r, t.Path) {

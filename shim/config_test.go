@@ -64,7 +64,7 @@ level = "info"
 		t.Fatal(err)
 	}
 	if c.Seed != 7 || len(c.Roots) != 2 || len(c.Tiers) != 2 || c.Tiers[0].Capacity != 1<<30 ||
-		c.Tiers[0].Threads != 2 || c.Tiers[1].Threads != 8 || !c.Tiers[1].Fsync || c.LogLevel != "info" {
+		c.Tiers[0].Threads != 2 || c.Tiers[1].Threads != 16 || !c.Tiers[1].Fsync || c.LogLevel != "info" {
 		t.Fatalf("from file: %+v", c)
 	}
 	t.Setenv("AUGUR_SEED", "42")

@@ -61,6 +61,7 @@ func (r *reactive) onOpen(ev Event) {
 		return // placed already (opened before the tiers were ready)
 	}
 	if r.pool.Fetch(ev.Path, st.Size) {
+		r.l.seg.markCopying(ev.Path)
 		addU64(&r.l.seg.s.leader.inflight, 1)
 	}
 }
@@ -69,6 +70,7 @@ func (r *reactive) onOpen(ev Event) {
 func (r *reactive) done(res fetchpool.Result) {
 	ld := &r.l.seg.s.leader
 	atomic.AddUint64((*uint64)(unsafe.Pointer(&ld.inflight)), ^uint64(0))
+	defer r.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	if res.Err != nil {
 		var te *tiering.TierError
 		if errors.As(res.Err, &te) {

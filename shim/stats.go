@@ -43,6 +43,7 @@ type Stats struct {
 	CopyBytes     uint64      `json:"copy_bytes"`
 	CopyRate      float64     `json:"copy_bytes_per_second"`
 	InFlight      uint64      `json:"copies_in_flight"`
+	Waited        uint64      `json:"opens_waited_for_copy"`
 	Migrated      uint64      `json:"descriptors_moved"`
 	UptimeSeconds float64     `json:"leader_uptime_seconds"`
 	Predicted     uint64      `json:"predicted_files"`
@@ -81,6 +82,7 @@ func (s *Segment) Stats() Stats {
 		Copies:        u64(&l.copies),
 		CopyBytes:     u64(&l.copy_bytes),
 		InFlight:      u64(&l.inflight),
+		Waited:        u64(&l.waited),
 		Migrated:      u64(&c.migrated),
 		Predicted:     u64(&l.predicted),
 		PredHits:      u64(&l.pred_hits),

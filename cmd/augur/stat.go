@@ -79,8 +79,8 @@ func printStats(w io.Writer, st shim.Stats) {
 			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
 		}
 	}
-	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   open descriptors moved to a copy %d\n",
-		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Migrated)
+	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   descriptors moved to a copy %d\n",
+		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Migrated)
 	if st.Predicted > 0 {
 		state := "following the prediction"
 		if st.FellBack {
