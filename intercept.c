@@ -824,6 +824,19 @@ AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path)
 	AUGUR_ERRNO_RESTORE;
 }
 
+/* opened records a read-only open of a dataset file served from tier
+ * (-1: the original): descriptor table, counters, event. */
+static void opened(int fd, int tier, const char *abs)
+{
+	fd_track_file(fd, tier, abs);
+	if (!st.seg)
+		return;
+	struct augur_counters *c = &st.seg->counters;
+	__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1, __ATOMIC_RELAXED);
+	emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
+}
+
 AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	char abs[PATH_MAX];
@@ -865,14 +878,7 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 			fd = real_openat(dirfd, path, flags, mode);
 		if (fd >= 0) {
 			AUGUR_ERRNO_SAVE;
-			fd_track_file(fd, tier, abs);
-			if (st.seg) {
-				struct augur_counters *c = &st.seg->counters;
-				__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
-				__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1,
-						   __ATOMIC_RELAXED);
-				emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
-			}
+			opened(fd, tier, abs);
 			AUGUR_ERRNO_RESTORE;
 		}
 	}
@@ -907,14 +913,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		fd_track_file(fd, tier, abs);
-		if (st.seg) {
-			struct augur_counters *c = &st.seg->counters;
-			__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1,
-					   __ATOMIC_RELAXED);
-			emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
-		}
+		opened(fd, tier, abs);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/augur-hpc/augur/shim"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -264,5 +265,5 @@ func (ds *Dataset) WriteList(name, root string) error {
 
 // Describe is a one-line summary.
 func (ds *Dataset) Describe() string {
-	return fmt.Sprintf("%s, %s: %d samples in %d files, %s", ds.Root, ds.Layout, len(ds.Samples), ds.Files, fmtBytes(ds.Bytes))
+	return fmt.Sprintf("%s, %s: %d samples in %d files, %s", ds.Root, ds.Layout, len(ds.Samples), ds.Files, shim.FormatSize(ds.Bytes))
 }

@@ -134,16 +134,3 @@ func SubStats(a, b pfsemu.Stats) pfsemu.Stats { return subStats(a, b) }
 func MetaOps(s *pfsemu.Stats) int64 {
 	return s.Lookups + s.Getattrs + s.Opendirs + s.Readdirs + s.Statfs + s.Readlinks + s.Accesses + s.Xattrs
 }
-
-func fmtBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, u := float64(n), 0
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	if u == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", f, units[u])
-}
