@@ -49,7 +49,7 @@ type cursor struct {
 }
 
 const (
-	maxPending  = 64  // copies queued at once
+	maxPending  = 256 // copies queued at once
 	fallbackAt  = 128 // accesses observed before judging the prediction
 	minAccuracy = 0.5
 )
