@@ -140,10 +140,17 @@ static void resolve_symbols(void)
 	RESOLVE(statx, "statx");
 }
 
+/* self_pid is this process's pid for events, kept without a system call
+ * per event: set at load and in every child that glibc's fork makes.
+ * (vfork and raw clone skip atfork handlers; such children exec or exit
+ * at once, and an event of theirs would only carry the parent's pid.) */
+static pid_t self_pid;
+
 /* In a forked child only C runs; forget the parent's byte counts so a
  * descriptor shared across fork is not counted twice at close. */
 static void atfork_child(void)
 {
+	__atomic_store_n(&self_pid, getpid(), __ATOMIC_RELAXED);
 	for (int fd = 0; fd < fd_hwm; fd++)
 		fdtab[fd].bytes = 0;
 }
@@ -191,6 +198,7 @@ __attribute__((constructor(101))) static void augur_ctor(void)
 	augur_guard++;
 	augur_resolve();
 	st.pid = getpid();
+	self_pid = st.pid;
 	for (int i = 0; i < DIR_SLOTS; i++)
 		dirs[i].fd = -1;
 	const char *off = getenv("AUGUR_DISABLE");
@@ -566,7 +574,7 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 	ev->ts_ns = now_ns();
 	ev->kind = kind;
 	ev->tier = tier;
-	ev->pid = (int32_t)getpid();
+	ev->pid = (int32_t)__atomic_load_n(&self_pid, __ATOMIC_RELAXED);
 	ev->rank = rank_of(ev->pid);
 	ev->fd = fd;
 	ev->flags = len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0;
