@@ -49,7 +49,7 @@ clean:
 
 # The shim's own overhead, side by side (issue 2's benchmark).
 bench-shim: build
-	$(GO) run ./bench/shimbench -json bench/results/shim.json
+	$(GO) run ./bench/shimbench -instructions -json bench/results/shim.json
 
 # The side-by-side comparison (issue 3): every configuration that exists so
 # far over the emulated PFS in scenarios S1-S3, then a PyTorch DataLoader;

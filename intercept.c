@@ -25,7 +25,6 @@ struct augur_real augur_real;
 AUGUR_TLS int augur_guard;
 
 #define MAX_ROOTS 16
-#define FD_MAX 65536
 #define DIR_SLOTS 64
 
 enum { CFG_PENDING = 0, CFG_ON = 1, CFG_OFF = 2 };
@@ -39,6 +38,10 @@ static struct {
 	int nroots;
 	char roots[MAX_ROOTS][PATH_MAX];
 	size_t rootlen[MAX_ROOTS];
+	/* Each root's first component ("pfs" of /pfs/imagenet), for the
+	 * quick rejection of absolute paths elsewhere (see first_differs). */
+	char first[MAX_ROOTS][256];
+	size_t firstlen[MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX];
 	struct augur_segment *seg;
@@ -52,15 +55,8 @@ static struct {
  * names its path in dirs[]). Entries are set only after the real call has
  * returned the fd to us, and cleared before the real close.
  */
-enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2 };
-struct fd_entry {
-	uint8_t kind;
-	int8_t tier;
-	uint16_t slot;
-	uint32_t gen; /* publish_gen when a copy was last looked for */
-	uint64_t bytes;
-};
-static struct fd_entry fdtab[FD_MAX];
+struct fd_entry augur_fdtab[FD_MAX];
+#define fdtab augur_fdtab
 /* The source path of each descriptor served from the original, so it can
  * move to a copy published later (owned here; freed when it moves or
  * closes). */
@@ -231,6 +227,13 @@ AUGUR_HIDDEN int augur_add_root(const char *path)
 	memcpy(st.roots[st.nroots], path, n);
 	st.roots[st.nroots][n] = 0;
 	st.rootlen[st.nroots] = n == 1 ? 0 : n; /* "/" matches every path */
+	size_t f = strcspn(path + 1, "/");
+	if (n > 1 && f < sizeof(st.first[0])) {
+		memcpy(st.first[st.nroots], path + 1, f);
+		st.firstlen[st.nroots] = f;
+	} else {
+		st.firstlen[st.nroots] = 0; /* never rejects */
+	}
 	st.nroots++;
 	return 0;
 }
@@ -412,6 +415,50 @@ static const char *base_of(int dirfd, char *cwd)
  * realpath(3) of its parent directory, so that a symlink before the ".."
  * is followed as the kernel would.
  */
+/*
+ * first_differs is the fast answer for most paths a program opens: an
+ * absolute path whose first component (after any "/" and "./") is the
+ * first component of no root can be under no root, and needs neither
+ * normalising nor comparing. It says nothing when the component is ".."
+ * or empty.
+ */
+static int first_differs(const char *path)
+{
+	const char *p = path;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (p[0] == '.' && (p[1] == '/' || p[1] == 0))
+			p++;
+		else
+			break;
+	}
+	size_t n = strcspn(p, "/");
+	if (n == 0 || (n == 2 && p[0] == '.' && p[1] == '.'))
+		return 0;
+	for (int i = 0; i < st.nroots; i++)
+		if (st.firstlen[i] == 0 || (st.firstlen[i] == n && memcmp(st.first[i], p, n) == 0))
+			return 0;
+	return 1;
+}
+
+/* clean_length returns the length of an absolute path that is already
+ * normal (no empty, "." or ".." component, no trailing slash), or -1:
+ * most paths are, and need no copy to be classified. */
+static int clean_length(const char *path)
+{
+	for (const char *p = path; p; p = strchr(p + 1, '/')) {
+		const char *c = p + 1;
+		if (*c == '/' || *c == 0)
+			return p == path && *c == 0 ? 1 : -1;
+		if (c[0] == '.' && (c[1] == '/' || c[1] == 0 ||
+				    (c[1] == '.' && (c[2] == '/' || c[2] == 0))))
+			return -1;
+	}
+	size_t n = strlen(path);
+	return n < PATH_MAX ? (int)n : -1;
+}
+
 static int resolve_path(int dirfd, const char *path, char *abs)
 {
 	char cwd[PATH_MAX];
@@ -419,6 +466,17 @@ static int resolve_path(int dirfd, const char *path, char *abs)
 	int dotdot;
 	if (!path || !*path)
 		return PATH_OTHER;
+	if (path[0] == '/') {
+		if (first_differs(path))
+			return PATH_OTHER;
+		int n = clean_length(path);
+		if (n >= 0) {
+			int cls = classify_abs(path, (size_t)n);
+			if (cls != PATH_OTHER)
+				memcpy(abs, path, (size_t)n + 1);
+			return cls;
+		}
+	}
 	if (path[0] != '/') {
 		base = base_of(dirfd, cwd);
 		if (!base)

@@ -131,7 +131,26 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path);
 /* Write-side events on a path: invalidate tier copies before the call. */
 AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
 
-/* Descriptor table. */
+/* Descriptor table (intercept.c): one entry per descriptor number below
+ * FD_MAX. The read wrappers test kind inline, so an untracked descriptor
+ * costs them one load. */
+#define FD_MAX 65536
+enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2 };
+struct fd_entry {
+	uint8_t kind;
+	int8_t tier;
+	uint16_t slot;
+	uint32_t gen; /* publish_gen when a copy was last looked for */
+	uint64_t bytes;
+};
+AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
+
+static inline int augur_fd_tracked(int fd)
+{
+	return fd >= 0 && fd < FD_MAX && augur_fdtab[fd].kind == FD_FILE;
+}
+
+/* Descriptor table operations. */
 AUGUR_HIDDEN void augur_migrate(int fd);
 AUGUR_HIDDEN void augur_fd_before_read(int fd);
 AUGUR_HIDDEN int augur_fd_tier(int fd);

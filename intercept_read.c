@@ -15,12 +15,14 @@
 	(REAL(fn) ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 /* The read family: the real call, then the byte count of a tracked fd. */
-#define READ_WRAPPER(ret, fn, fd, ...)        \
-	{                                           \
-		augur_fd_before_read(fd);           \
-		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__); \
-		augur_fd_account(fd, (ssize_t)n);   \
-		return n;                           \
+#define READ_WRAPPER(ret, fn, fd, ...)                   \
+	{                                                      \
+		if (!augur_fd_tracked(fd))                     \
+			return CALL_OR_ENOSYS(fn, __VA_ARGS__); \
+		augur_fd_before_read(fd);                      \
+		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__);       \
+		augur_fd_account(fd, (ssize_t)n);              \
+		return n;                                      \
 	}
 
 AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)

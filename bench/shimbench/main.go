@@ -51,14 +51,15 @@ func main() {
 	rounds := flag.Int("rounds", 9, "alternating rounds per measurement")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	lib := flag.String("lib", "build/libaugur.so", "the shim library")
+	instr := flag.Bool("instructions", false, "also count instructions per call with valgrind (callgrind; slow)")
 	flag.Parse()
-	if err := run(*rounds, *lib, *jsonOut); err != nil {
+	if err := run(*rounds, *lib, *jsonOut, *instr); err != nil {
 		fmt.Fprintln(os.Stderr, "shimbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, lib, jsonOut string) error {
+func run(rounds int, lib, jsonOut string, instr bool) error {
 	lib, _ = filepath.Abs(lib)
 	if _, err := os.Stat(lib); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", lib, err)
@@ -91,6 +92,18 @@ func run(rounds int, lib, jsonOut string) error {
 	}
 	fmt.Printf("(%d alternating rounds, medians; %d files of %d KiB in (b); %s)\n",
 		rounds, nFiles, fileSize>>10, runtime.Version())
+	if instr {
+		ir, err := w.instructions()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\n%-46s %14s %14s %8s\n", "instructions per call, calling thread", "without", "with shim", "added")
+		for _, r := range ir {
+			fmt.Printf("%-46s %14.0f %14.0f %8.0f\n", r.Name, r.Without, r.With, r.With-r.Without)
+		}
+		fmt.Println("(callgrind; the difference of two runs of n and 2n calls, so start-up cancels out)")
+		results = append(results, ir...)
+	}
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
 		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
@@ -254,4 +267,74 @@ func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// instructions counts, with callgrind, the instructions the calling
+// thread executes per call with and without the shim: unlike time, the
+// count does not depend on what else the machine does. The kernel's work
+// is not counted; the shim adds no system call on these paths.
+func (w *world) instructions() ([]Result, error) {
+	var out []Result
+	for _, m := range []struct {
+		name, mode string
+		n          int
+	}{{"(a) open+read+close, non-dataset", "orc", 10000}, {"(a) pread 4 KiB", "pread", 100000}} {
+		var per [2]float64
+		for i, preload := range []bool{false, true} {
+			a, err := w.callgrind(preload, m.mode, m.n)
+			if err != nil {
+				return nil, err
+			}
+			b, err := w.callgrind(preload, m.mode, 2*m.n)
+			if err != nil {
+				return nil, err
+			}
+			per[i] = float64(b-a) / float64(m.n)
+		}
+		out = append(out, Result{Name: m.name + " (instructions)", Without: per[0], With: per[1], Ratio: per[1] / per[0]})
+	}
+	return out, nil
+}
+
+// callgrind runs micro under valgrind and returns the instructions of its
+// main thread. Valgrind 3.19 now and then aborts on the Go runtime's
+// signals (an assertion in its own signal bookkeeping); such a run is
+// repeated, up to three times.
+func (w *world) callgrind(preload bool, mode string, n int) (int64, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var v int64
+		if v, err = w.callgrindOnce(preload, mode, n); err == nil {
+			return v, nil
+		}
+	}
+	return 0, err
+}
+
+func (w *world) callgrindOnce(preload bool, mode string, n int) (int64, error) {
+	out := filepath.Join(w.dir, fmt.Sprintf("cg-%v-%s-%d", preload, mode, n))
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--separate-threads=yes",
+		"--callgrind-out-file="+out, w.micro, mode, w.small, strconv.Itoa(n), "mt")
+	cmd.Env = w.env
+	if preload {
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("valgrind (apt install valgrind): %v\n%s", err, lastLine(string(msg)))
+	}
+	b, err := os.ReadFile(out + "-01")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "summary: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s-01: no summary", out)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
