@@ -140,6 +140,9 @@ type scenarioResult struct {
 	DiskTier int64   `json:"disk_tier_bytes"`
 	Runs     []*run  `json:"runs"`
 	Seconds  float64 `json:"seconds"`
+	// PFSRate is what the emulated PFS delivers to many parallel readers
+	// (bytes/s): its practical bandwidth, for the epoch-1 bound.
+	PFSRate float64 `json:"pfs_deliverable_bytes_per_second"`
 }
 
 type report struct {

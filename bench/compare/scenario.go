@@ -54,6 +54,11 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	defer os.RemoveAll(disk)
 	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
 		RAMTier: e.sized(ramTier), DiskTier: e.sized(diskTier)}
+	if sr.PFSRate, err = deliverable(ds, mnt); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  the emulated PFS delivers %.0f MB/s to %d parallel readers (%.2fs for the dataset)\n",
+		sr.PFSRate/1e6, rateReaders, float64(ds.Bytes)/sr.PFSRate)
 	counters := func() (pfsemu.Stats, error) { return srv.Stats(), nil }
 	for _, c := range configs {
 		r := &run{Config: c.name, About: c.about}
@@ -232,4 +237,34 @@ func mountPoint(dir string) error {
 		unix.Unmount(dir, unix.MNT_DETACH)
 	}
 	return os.MkdirAll(dir, 0o755)
+}
+
+// rateReaders is how many readers measure the PFS's practical bandwidth.
+const rateReaders = 32
+
+// deliverable reads the whole dataset once through the mount with
+// rateReaders parallel cat processes, page cache cold, and returns the
+// bytes per second: what the emulator really serves on this machine,
+// which its configured bandwidth is an upper bound of.
+func deliverable(ds *dlbench.Dataset, mnt string) (float64, error) {
+	var list strings.Builder
+	seen := map[string]bool{}
+	for _, smp := range ds.Samples {
+		if !seen[smp.Path] {
+			seen[smp.Path] = true
+			fmt.Fprintln(&list, filepath.Join(mnt, filepath.FromSlash(smp.Path)))
+		}
+	}
+	if err := dlbench.DropCaches(); err != nil {
+		return 0, err
+	}
+	cmd := exec.Command("xargs", fmt.Sprintf("-P%d", rateReaders), "-n4", "cat")
+	cmd.Stdin = strings.NewReader(list.String())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // stdout: /dev/null
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("reading the dataset through the PFS: %v: %s", err, stderr.String())
+	}
+	return float64(ds.Bytes) / time.Since(t0).Seconds(), nil
 }
