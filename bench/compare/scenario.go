@@ -54,8 +54,12 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	defer os.RemoveAll(disk)
 	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
 		RAMTier: e.sized(ramTier), DiskTier: e.sized(diskTier)}
-	if sr.PFSRate, err = deliverable(ds, mnt); err != nil {
-		return nil, err
+	for i := 0; i < 2; i++ { // the better of two: one can meet writeback of the local copy
+		rate, err := deliverable(ds, mnt)
+		if err != nil {
+			return nil, err
+		}
+		sr.PFSRate = max(sr.PFSRate, rate)
 	}
 	fmt.Printf("  the emulated PFS delivers %.0f MB/s to %d parallel readers (%.2fs for the dataset)\n",
 		sr.PFSRate/1e6, rateReaders, float64(ds.Bytes)/sr.PFSRate)
