@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,39 +31,54 @@ func TestRanksShareOneQuota(t *testing.T) {
 import hashlib, multiprocessing as mp, os, subprocess, sys
 def read(files):
     return [hashlib.sha256(open(p, 'rb').read()).hexdigest() for p in files]
-def rank(files):
+def rank(outdir, files):
+    r = os.environ["LOCAL_RANK"]
     ctx = mp.get_context('fork')
     with ctx.Pool(2) as pool:
-        for out in pool.map(read, [files, files]):
-            print(" ".join(out), flush=True)
-    print(" ".join(read(files)), flush=True)
+        lines = ["rank%s-worker %s" % (r, " ".join(out)) for out in pool.map(read, [files, files])]
+    lines.append("rank%s-main %s" % (r, " ".join(read(files))))
+    # A file per rank: the ranks' lines never meet in one pipe.
+    with open(os.path.join(outdir, "rank%s.txt" % r), "w") as f:
+        f.write("\n".join(lines) + "\n")
 if os.environ.get("LOCAL_RANK") is None:
     procs = [subprocess.Popen([sys.executable] + sys.argv, env=dict(os.environ, LOCAL_RANK=str(r))) for r in range(2)]
-    sys.exit(max(p.wait() for p in procs))
-rank(sys.argv[1:])
+    codes = [p.wait() for p in procs]
+    sys.exit(0 if all(c == 0 for c in codes) else 1)  # a rank killed by a signal is a failure too
+rank(sys.argv[1], sys.argv[2:])
 `
 			prog := filepath.Join(c.Dir, "ranks.py")
 			must(t, os.WriteFile(prog, []byte(script), 0o644))
-			args := append([]string{prog}, files...)
+			outdir := filepath.Join(c.Dir, "out")
+			must(t, os.MkdirAll(outdir, 0o755))
+			args := append([]string{prog, outdir}, files...)
 			var out []byte
 			var err error
+			var errOut string
 			if launch == "augur-run" {
 				cmd := exec.Command(Augur, append([]string{"run", "--", Python}, args...)...)
 				cmd.Env = append(os.Environ(), c.Env...)
+				var eb strings.Builder
+				cmd.Stderr = &eb
 				out, err = cmd.Output()
+				errOut = eb.String()
 			} else {
 				r := c.Run(3*time.Minute, Python, args...)
-				out, err = []byte(r.Stdout), r.Err
+				out, err, errOut = []byte(r.Stdout), r.Err, r.Stderr
 			}
 			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
+				t.Fatalf("%v\n%s\n%s", err, out, errOut)
 			}
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			var lines []string
+			for r := 0; r < 2; r++ {
+				b, err := os.ReadFile(filepath.Join(outdir, fmt.Sprintf("rank%d.txt", r)))
+				must(t, err)
+				lines = append(lines, strings.Split(strings.TrimSpace(string(b)), "\n")...)
+			}
 			if len(lines) != 2*3 {
 				t.Fatalf("%d lines of digests, want 6:\n%s", len(lines), out)
 			}
 			for _, line := range lines {
-				for i, got := range strings.Fields(line) {
+				for i, got := range strings.Fields(line)[1:] {
 					if got != want[files[i]] {
 						t.Fatalf("%s: wrong bytes", files[i])
 					}
