@@ -705,9 +705,9 @@ AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 		__atomic_fetch_add(&fdtab[fd].bytes, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
-/* augur_fd_forget clears an entry without reporting it; used when a
- * descriptor number is reused behind the shim's back (dup2 onto it). */
-AUGUR_HIDDEN void augur_fd_forget(int fd)
+/* fd_forget clears an entry (and its directory slot and path) without
+ * reporting a close. */
+static void fd_forget(int fd)
 {
 	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
 		return;
@@ -725,7 +725,7 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
 		return;
 	struct fd_entry e = fdtab[fd];
-	augur_fd_forget(fd);
+	fd_forget(fd);
 	if (e.kind != FD_FILE || !st.seg)
 		return;
 	AUGUR_ERRNO_SAVE;

@@ -158,7 +158,6 @@ AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
-AUGUR_HIDDEN void augur_fd_forget(int fd);
 
 /* The original's identity behind a tier descriptor (see intercept.c). */
 AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);

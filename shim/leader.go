@@ -2,7 +2,6 @@ package shim
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -306,11 +305,6 @@ func (c *Config) RootForms() []string {
 		}
 	}
 	return forms
-}
-
-// String is a one-line summary for messages.
-func (c *Config) String() string {
-	return fmt.Sprintf("roots=%v tiers=%d policy=%s", c.Roots, len(c.Tiers), c.Policy)
 }
 
 // revalidate drops the copy behind an open event if its source changed,
