@@ -65,18 +65,7 @@ func newClairvoyant(l *Leader) (*clairvoyant, error) {
 		opens: map[[2]int]int{}}
 	c.window = 64 + 4*max(a.BatchSize, 1)
 	tiers, caps, used := l.poolTiers()
-	c.stage = a.Stage
-	if c.stage == 0 && len(caps) > 0 {
-		c.stage = caps[0] / 8 // default: an eighth of the RAM tier stages
-	}
-	if len(caps) > 0 {
-		caps[0] = max(caps[0]-c.stage, 0)
-	}
-	horizon := a.Epochs
-	if horizon == 0 {
-		horizon = DefaultHorizon
-	}
-	c.place = pred.Place(horizon, c.sizes, caps)
+	c.place, c.stage, _ = pred.PlaceFor(a, c.sizes, caps)
 	c.where = make([]int8, len(pred.Files))
 	for i, f := range pred.Files {
 		c.where[i] = -1

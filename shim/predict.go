@@ -187,3 +187,24 @@ func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Place
 	}
 	return pl
 }
+
+// PlaceFor applies the clairvoyant policy's placement to tiers of the
+// given capacities: it keeps the staging budget out of the first tier
+// (Access.Stage, by default an eighth of it) and looks Access.Epochs
+// ahead (DefaultHorizon when unknown). The leader and augur plan both
+// call it, so the plan is what the leader does. It returns the placement,
+// the staging budget and the horizon. caps is modified.
+func (p *Prediction) PlaceFor(a Access, sizes, caps []int64) (Placement, int64, int) {
+	stage := a.Stage
+	if stage == 0 && len(caps) > 0 {
+		stage = caps[0] / 8
+	}
+	if len(caps) > 0 {
+		caps[0] = max(caps[0]-stage, 0)
+	}
+	horizon := a.Epochs
+	if horizon == 0 {
+		horizon = DefaultHorizon
+	}
+	return p.Place(horizon, sizes, caps), stage, horizon
+}

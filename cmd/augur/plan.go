@@ -83,18 +83,7 @@ func printPlan(cfg *shim.Config, pred *shim.Prediction, asJSON bool) int {
 	for i, t := range cfg.Tiers {
 		caps[i] = t.Capacity
 	}
-	stage := cfg.Access.Stage
-	if stage == 0 && len(caps) > 0 {
-		stage = caps[0] / 8
-	}
-	if len(caps) > 0 {
-		caps[0] = max(caps[0]-stage, 0)
-	}
-	horizon := cfg.Access.Epochs
-	if horizon == 0 {
-		horizon = shim.DefaultHorizon
-	}
-	pl := pred.Place(horizon, sizes, caps)
+	pl, stage, horizon := pred.PlaceFor(cfg.Access, sizes, caps)
 	rep := planReport{Files: len(pred.Files), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,
 		Horizon: horizon, Stage: stage}
 	for _, s := range sizes {
