@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +32,9 @@ func cmdStat(args []string) int {
 		path = segs[0]
 	}
 	seg, err := shim.OpenSegment(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fail("stat: no job %q on this node (no %s)", *job, path)
+	}
 	if err != nil {
 		return fail("stat: %v", err)
 	}
