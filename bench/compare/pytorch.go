@@ -115,21 +115,10 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 			return nil, err
 		}
 		if c.warm {
-			before := srv.Stats()
-			t0 := time.Now()
-			cmd := exec.Command(e.augur, "warm")
-			cmd.Env = append(os.Environ(), env[1:]...)
-			msg, err := cmd.CombinedOutput()
-			r.WarmSecs = time.Since(t0).Seconds()
-			r.WarmOut = strings.TrimSpace(string(msg))
-			d := dlbench.SubStats(srv.Stats(), before)
-			r.WarmPFS = &d
-			if err != nil {
-				r.Error = fmt.Sprintf("augur warm: %v: %s", err, r.WarmOut)
-				continue
-			}
-			if err := dlbench.DropCaches(); err != nil {
+			if ok, err := e.warm(r, env[1:], srv); err != nil { // env[0] is LD_PRELOAD
 				return nil, err
+			} else if !ok {
+				continue
 			}
 		}
 		res, err := e.runPython(c.name, append(append([]string(nil), args...), root), env, srv, ds)

@@ -102,21 +102,10 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 			return nil, err
 		}
 		if c.warm {
-			before := srv.Stats()
-			t0 := time.Now()
-			cmd := exec.Command(e.augur, "warm")
-			cmd.Env = append(os.Environ(), x.Env...)
-			msg, err := cmd.CombinedOutput()
-			r.WarmSecs = time.Since(t0).Seconds()
-			r.WarmOut = strings.TrimSpace(string(msg))
-			d := dlbench.SubStats(srv.Stats(), before)
-			r.WarmPFS = &d
-			if err != nil {
-				r.Error = fmt.Sprintf("augur warm: %v: %s", err, r.WarmOut)
-				continue
-			}
-			if err := dlbench.DropCaches(); err != nil {
+			if ok, err := e.warm(r, x.Env, srv); err != nil {
 				return nil, err
+			} else if !ok {
+				continue
 			}
 		}
 		x.Progress = prog.Func(s.Name + " " + c.name)
@@ -271,4 +260,25 @@ func deliverable(ds *dlbench.Dataset, mnt string) (float64, error) {
 		return 0, fmt.Errorf("reading the dataset through the PFS: %v: %s", err, stderr.String())
 	}
 	return float64(ds.Bytes) / time.Since(t0).Seconds(), nil
+}
+
+// warm runs `augur warm` with env before a configuration, records its
+// time, output and PFS traffic in r, and drops the page cache after it.
+// ok is false when warm failed (r.Error says why); err is for a failure
+// of the benchmark itself.
+func (e *env) warm(r *run, env []string, srv *pfsemu.Server) (ok bool, err error) {
+	before := srv.Stats()
+	t0 := time.Now()
+	cmd := exec.Command(e.augur, "warm")
+	cmd.Env = append(os.Environ(), env...)
+	msg, werr := cmd.CombinedOutput()
+	r.WarmSecs = time.Since(t0).Seconds()
+	r.WarmOut = strings.TrimSpace(string(msg))
+	d := dlbench.SubStats(srv.Stats(), before)
+	r.WarmPFS = &d
+	if werr != nil {
+		r.Error = fmt.Sprintf("augur warm: %v: %s", werr, r.WarmOut)
+		return false, nil
+	}
+	return true, dlbench.DropCaches()
 }
