@@ -855,11 +855,16 @@ static int wait_pending(const char *abs)
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != AUGUR_PENDING_COPYING)
 		return 0;
 	uint64_t deadline = now_ns() + PENDING_WAIT_NS;
-	struct timespec nap = {0, 100 * 1000};
+	/* Naps grow from 50 us to 1 ms: a copy takes milliseconds, and many
+	 * readers polling fast would take the CPU the copies need. */
+	struct timespec nap = {0, 50 * 1000};
 	while (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) == h &&
 	       __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == AUGUR_PENDING_COPYING &&
-	       now_ns() < deadline)
+	       now_ns() < deadline) {
 		nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 1000 * 1000)
+			nap.tv_nsec *= 2;
+	}
 	__atomic_fetch_add(&seg->leader.waited, 1, __ATOMIC_RELAXED);
 	return 1;
 }
