@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
@@ -202,6 +203,12 @@ func (c *Config) readAccess(fc *fileConfig, fail func(string, int, string, strin
 		a.Shuffle = *fs.Shuffle
 	}
 	a.Torch = fs.Torch
+	if msg := badSampler(a.Sampler); msg != "" {
+		return fail("sampler", 0, "kind", msg)
+	}
+	if msg := badLayout(a.Layout); msg != "" {
+		return fail("dataset", 0, "layout", msg)
+	}
 	ints := []struct {
 		key string
 		v   int
@@ -481,6 +488,12 @@ func (a *Access) applyEnv() error {
 			*dst = v
 		}
 	}
+	if msg := badSampler(a.Sampler); msg != "" {
+		return fmt.Errorf("AUGUR_SAMPLER: %s", msg)
+	}
+	if msg := badLayout(a.Layout); msg != "" {
+		return fmt.Errorf("AUGUR_LAYOUT: %s", msg)
+	}
 	ints := []struct {
 		keys []string
 		dst  *int
@@ -532,4 +545,26 @@ func (a *Access) applyEnv() error {
 		a.Stage = n
 	}
 	return nil
+}
+
+// badSampler and badLayout name what is wrong with a sampler or layout
+// setting ("" when nothing is), so that a typo is reported by augur check
+// rather than found when the leader starts.
+func badSampler(k string) string {
+	switch {
+	case k == seed.KindDistributed, k == seed.KindRandom, k == seed.KindSequential,
+		k == seed.KindNumpy, k == seed.KindNumpyLegacy,
+		strings.HasPrefix(k, seed.KindFilePrefix) && len(k) > len(seed.KindFilePrefix):
+		return ""
+	}
+	return fmt.Sprintf("unknown sampler %q (known: distributed, random, sequential, numpy, numpy-legacy, file:<order file>)", k)
+}
+
+func badLayout(l string) string {
+	switch {
+	case l == seed.LayoutImageFolder, l == "flat", l == seed.LayoutFiles,
+		strings.HasPrefix(l, seed.LayoutListPrefix) && len(l) > len(seed.LayoutListPrefix):
+		return ""
+	}
+	return fmt.Sprintf("unknown layout %q (known: imagefolder, flat, list:<file>)", l)
 }

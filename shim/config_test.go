@@ -108,6 +108,8 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"bad policy", "seed = 1\npolicy = \"fast\"\n", `:2: unknown policy "fast"`},
 		{"no capacity", "[[tier]]\npath = \"/a\"\n", `:1: tier /a has no capacity`},
 		{"bad level", "[log]\nlevel = \"loud\"\n", `:2: unknown log level "loud"`},
+		{"bad sampler", "[sampler]\nepochs = 3\nkind = \"distibuted\"\n", `:3: unknown sampler "distibuted"`},
+		{"bad layout", "[dataset]\nlayout = \"folders\"\n", `:2: unknown layout "folders"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +128,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 
 func TestEnvErrors(t *testing.T) {
 	for k, v := range map[string]string{"AUGUR_TIERS": "/a:lots", "AUGUR_SEED": "x",
-		"AUGUR_POLICY": "magic", "AUGUR_LOG": "chatty"} {
+		"AUGUR_POLICY": "magic", "AUGUR_LOG": "chatty", "AUGUR_SAMPLER": "shuffled", "AUGUR_LAYOUT": "tree"} {
 		t.Run(k, func(t *testing.T) {
 			clearEnv(t)
 			t.Setenv(k, v)
