@@ -1,9 +1,16 @@
 // Package fetchpool copies dataset files into tiers in the background,
-// off the read path, with a fixed number of workers per tier.
+// off the read path.
 //
 // Fetch places a file at once — the fastest tier with room, counting the
 // bytes already reserved by queued copies, so a tier's capacity is never
-// exceeded — and queues it for that tier's workers. A tier that reports
+// exceeded — and queues it. All tiers share one queue, served in the
+// order of the requests: the shared filesystem's bandwidth goes to the
+// copies asked for first, which a clairvoyant caller asks for in the
+// order they will be read. (A queue per tier would copy a far-future
+// file for the disk tier at the same pace as the next one for the RAM
+// tier, and halve the pace of the files needed now.) Each tier still
+// has its own number of copy threads: at most that many copies write
+// into it at once. A tier that reports
 // ENOSPC is marked full and one that fails otherwise is marked failed;
 // the file is then placed on the next tier, or dropped if none has room.
 // A file is queued at most once at a time.
@@ -26,8 +33,8 @@ type Result struct {
 	Err   error
 }
 
-// queueLen bounds the copies waiting per tier; Fetch refuses beyond it
-// (the file is fetched again on a later access).
+// queueLen bounds the copies waiting; Fetch refuses beyond it (the file
+// is fetched again on a later access).
 const queueLen = 1 << 16
 
 // Pool is a set of per-tier copy workers.
@@ -39,9 +46,9 @@ type Pool struct {
 	pending map[string]bool // queued or being copied; guarded by mu
 	closed  bool            // guarded by mu
 
-	queues []chan job
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	queue chan job
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 type slot struct {
@@ -50,25 +57,27 @@ type slot struct {
 	reserved int64 // bytes of queued copies
 	full     bool
 	failed   bool
+	writers  chan struct{} // one token per copy thread of the tier
 }
 
 type job struct {
 	path string
 	size int64
+	tier int
 }
 
-// New starts the workers. used[i] is what tier i already holds. done is
-// called from a worker after every copy, successful or not; it may call
-// Fetch.
+// New starts the workers, as many as all tiers have copy threads. used[i]
+// is what tier i already holds. done is called from a worker after every
+// copy, successful or not; it may call Fetch.
 func New(tiers []tiering.Tier, used []int64, done func(Result)) *Pool {
-	p := &Pool{done: done, pending: map[string]bool{}, stop: make(chan struct{})}
+	p := &Pool{done: done, pending: map[string]bool{}, stop: make(chan struct{}),
+		queue: make(chan job, queueLen)}
 	for i, t := range tiers {
-		p.slots = append(p.slots, slot{tier: t, used: used[i]})
-		q := make(chan job, queueLen)
-		p.queues = append(p.queues, q)
-		for w := 0; w < max(t.Threads, 1); w++ {
+		threads := max(t.Threads, 1)
+		p.slots = append(p.slots, slot{tier: t, used: used[i], writers: make(chan struct{}, threads)})
+		for w := 0; w < threads; w++ {
 			p.wg.Add(1)
-			go p.worker(i, q)
+			go p.worker()
 		}
 	}
 	return p
@@ -83,7 +92,7 @@ func (p *Pool) Fetch(path string, size int64) bool {
 	if p.closed || p.pending[path] {
 		return false
 	}
-	return p.placeLocked(job{path, size}, 0)
+	return p.placeLocked(job{path: path, size: size}, 0)
 }
 
 // FetchTo queues path for one tier, if it has room: the clairvoyant
@@ -99,7 +108,7 @@ func (p *Pool) FetchTo(path string, size int64, tier int) bool {
 	if s.full || s.failed || s.used+s.reserved+size > s.tier.Capacity {
 		return false
 	}
-	return p.placeLocked(job{path, size}, tier)
+	return p.placeLocked(job{path: path, size: size}, tier)
 }
 
 // Release gives back bytes of a tier whose copy the caller removed (a
@@ -119,8 +128,9 @@ func (p *Pool) placeLocked(j job, from int) bool {
 		if s.full || s.failed || s.used+s.reserved+j.size > s.tier.Capacity {
 			continue
 		}
+		j.tier = i
 		select {
-		case p.queues[i] <- j:
+		case p.queue <- j:
 			s.reserved += j.size
 			p.pending[j.path] = true
 			return true
@@ -132,20 +142,28 @@ func (p *Pool) placeLocked(j job, from int) bool {
 	return false
 }
 
-func (p *Pool) worker(i int, q chan job) {
+func (p *Pool) worker() {
 	defer p.wg.Done()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case j := <-q:
-			p.copy(i, j)
+		case j := <-p.queue:
+			writers := p.slots[j.tier].writers
+			select {
+			case <-p.stop:
+				return
+			case writers <- struct{}{}:
+			}
+			p.copy(j)
+			<-writers
 		}
 	}
 }
 
 // copy publishes one file and settles the accounts.
-func (p *Pool) copy(i int, j job) {
+func (p *Pool) copy(j job) {
+	i := j.tier
 	n, err := tiering.Publish(p.slots[i].tier, j.path)
 	p.mu.Lock()
 	s := &p.slots[i]

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/augur-hpc/augur/tiering"
 )
@@ -155,5 +156,43 @@ func TestFullTierFallsThrough(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(small, "tmp")); len(entries) != 0 {
 		t.Errorf("partial copies left in the full tier: %v", entries)
+	}
+}
+
+// All tiers share one queue, served in the order of the requests: a copy
+// for the second tier asked after two for the first does not overtake
+// them, even though the second tier's thread is idle (a queue per tier
+// gave a far-future file of the disk tier the same share of the shared
+// filesystem as the next file of the RAM tier). A tier's thread is busy
+// until the copy's done callback returns.
+func TestOneQueueInRequestOrder(t *testing.T) {
+	files, dir := world(t, 3, 100)
+	a := tier(t, filepath.Join(dir, "a"), 1<<20)
+	b := tier(t, filepath.Join(dir, "b"), 1<<20)
+	a.Threads, b.Threads = 1, 1
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(3)
+	p := New([]tiering.Tier{a, b}, []int64{0, 0}, func(r Result) {
+		if r.Path == files[0] {
+			<-release
+		}
+		wg.Done()
+	})
+	defer p.Close()
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // before Close, which waits for the held copy
+	if !p.FetchTo(files[0], 100, 0) || !p.FetchTo(files[1], 100, 0) || !p.FetchTo(files[2], 100, 1) {
+		t.Fatal("FetchTo refused")
+	}
+	late, _ := tiering.CopyPath(b.Path, files[2])
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(late); err == nil {
+		t.Fatal("the copy asked last, for the idle tier, was made before those asked first")
+	}
+	once.Do(func() { close(release) })
+	wg.Wait()
+	if _, err := os.Stat(late); err != nil {
+		t.Fatalf("the last copy was not made: %v", err)
 	}
 }

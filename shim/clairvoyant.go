@@ -55,6 +55,18 @@ const (
 )
 
 func newClairvoyant(l *Leader) (*clairvoyant, error) {
+	c, err := planClairvoyant(l)
+	if err != nil {
+		return nil, err
+	}
+	tiers, _, used := l.poolTiers()
+	c.start(fetchpool.New(tiers, used, c.done))
+	return c, nil
+}
+
+// planClairvoyant predicts the accesses and places the files; start
+// then begins prefetching.
+func planClairvoyant(l *Leader) (*clairvoyant, error) {
 	pred, err := Predict(l.cfg)
 	if err != nil {
 		return nil, err
@@ -64,7 +76,7 @@ func newClairvoyant(l *Leader) (*clairvoyant, error) {
 		cursors: map[int]*cursor{}, pending: map[int]bool{}, staged: map[int]bool{},
 		opens: map[[2]int]int{}}
 	c.window = 64 + 4*max(a.BatchSize, 1)
-	tiers, caps, used := l.poolTiers()
+	_, caps, _ := l.poolTiers()
 	c.place, c.stage, _ = pred.PlaceFor(a, c.sizes, caps)
 	c.where = make([]int8, len(pred.Files))
 	for i, f := range pred.Files {
@@ -78,12 +90,16 @@ func newClairvoyant(l *Leader) (*clairvoyant, error) {
 	for _, r := range pred.Ranks {
 		c.cursors[r] = &cursor{rank: r, posOf: map[int][]int32{}}
 	}
-	c.pool = fetchpool.New(tiers, used, c.done)
 	setU64(&l.seg.s.leader.predicted, uint64(len(pred.Files)))
-	c.mu.Lock()
-	c.pumpAll()
-	c.mu.Unlock()
 	return c, nil
+}
+
+// start prefetches through pool, whose copies must end in c.done.
+func (c *clairvoyant) start(pool *fetchpool.Pool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pool = pool
+	c.pumpAll()
 }
 
 // positions returns where each file sits in rank's order of epoch.
@@ -196,20 +212,44 @@ func (c *clairvoyant) judge(matched bool) {
 	}
 }
 
-// pumpAll queues the next files of every rank, taking one file from each
-// rank in turn, so that every rank's next files are under way before any
-// rank's later ones.
+// pumpAll queues the next files of every rank, always the one of the
+// rank whose prefetch is least ahead of its reads: the ranks read in
+// step, so the files needed soonest go first, and no rank is starved
+// when only one copy at a time may be added.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpAll() {
-	for progress := true; progress && len(c.pending) < maxPending; {
-		progress = false
-		for _, r := range c.pred.Ranks {
-			if len(c.pending) < maxPending && c.pumpOne(c.cursors[r]) {
-				progress = true
+	blocked := make([]bool, len(c.pred.Ranks))
+	for len(c.pending) < maxPending {
+		best, bestLead := -1, 0
+		for i, r := range c.pred.Ranks {
+			if blocked[i] {
+				continue
+			}
+			if l := c.lead(c.cursors[r]); best < 0 || l < bestLead {
+				best, bestLead = i, l
 			}
 		}
+		if best < 0 {
+			return
+		}
+		blocked[best] = !c.pumpOne(c.cursors[c.pred.Ranks[best]])
 	}
+}
+
+// lead is how many accesses cur's prefetch pointer is ahead of its
+// reads; a pointer the reads overtook first moves up to them.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) lead(cur *cursor) int {
+	if cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < cur.pos) {
+		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
+	}
+	lead := cur.aPos - cur.pos
+	for e := cur.epoch; e < cur.aEpoch; e++ {
+		lead += len(c.pred.Order(cur.rank, e))
+	}
+	return lead
 }
 
 // pumpOne queues the next file of rank's access order that needs a copy,
@@ -219,9 +259,6 @@ func (c *clairvoyant) pumpAll() {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpOne(cur *cursor) bool {
-	if cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < cur.pos) {
-		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
-	}
 	look := c.l.cfg.Access.Lookahead
 	for {
 		if c.epochs > 0 && cur.aEpoch >= c.epochs {
@@ -232,7 +269,7 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 			cur.aEpoch, cur.aPos = cur.aEpoch+1, 0
 			continue
 		}
-		if (cur.aEpoch-cur.epoch)*len(order)+cur.aPos-cur.pos >= look {
+		if c.lead(cur) >= look {
 			return false
 		}
 		queued, ok := c.fetch(order[cur.aPos])
