@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -52,11 +54,14 @@ func DatasetFolder(root string, extensions []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := walker{root: root}
+	walks, err := walkClasses(root, classes)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, class := range classes {
+	for i, class := range classes {
 		n := len(out)
-		for _, d := range w.walk(class) {
+		for _, d := range walks[i] {
 			for _, name := range d.files {
 				rel := d.rel + "/" + name
 				if hasExtension(root+"/"+rel, extensions) {
@@ -64,15 +69,42 @@ func DatasetFolder(root string, extensions []string) ([]string, error) {
 				}
 			}
 		}
-		if w.err != nil {
-			return nil, w.err
-		}
 		if len(out) == n {
 			return nil, fmt.Errorf("%w: %s: class %q has no file with extension %s",
 				ErrLayout, root, class, strings.Join(extensions, ", "))
 		}
 	}
 	return out, nil
+}
+
+// listers is how many class folders are listed at once: each directory
+// read is a round trip to the shared filesystem, and ImageNet has 1000.
+const listers = 16
+
+// walkClasses walks every class folder, several at a time, and returns
+// the walks in class order.
+func walkClasses(root string, classes []string) ([][]walkDir, error) {
+	walks := make([][]walkDir, len(classes))
+	errs := make([]error, len(classes))
+	visited := new(atomic.Int64)
+	sem := make(chan struct{}, listers)
+	var wg sync.WaitGroup
+	for i, class := range classes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w := walker{root: root, visited: visited}
+			walks[i], errs[i] = w.walk(class), w.err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return walks, nil
 }
 
 // folderClasses is torchvision's find_classes.
@@ -99,7 +131,7 @@ func folderClasses(root string) ([]string, error) {
 // path: Python's sorted() over the relative paths os.walk(root,
 // followlinks=True) yields, keeping os.path.isfile ones.
 func SortedFiles(root string) ([]string, error) {
-	w := walker{root: root}
+	w := walker{root: root, visited: new(atomic.Int64)}
 	if _, err := os.Stat(root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
 	}
@@ -173,8 +205,8 @@ type walkDir struct {
 // walker reproduces os.walk(top, followlinks=True) under a root.
 type walker struct {
 	root    string
-	visited int
-	err     error // set when maxWalk is exceeded
+	visited *atomic.Int64 // entries seen, shared by the walkers of one layout
+	err     error         // set when maxWalk is exceeded
 }
 
 // walk returns the tuples of os.walk(root/top, followlinks=True), sorted by
@@ -192,8 +224,7 @@ func (w *walker) walk(top string) []walkDir {
 		if err != nil {
 			continue
 		}
-		w.visited += len(entries)
-		if w.visited > maxWalk {
+		if w.visited.Add(int64(len(entries))) > maxWalk {
 			w.err = fmt.Errorf("%w: %s: more than %d entries (a symlink loop?)", ErrLayout, w.root, maxWalk)
 			break
 		}

@@ -54,19 +54,11 @@ const (
 	minAccuracy = 0.5
 )
 
-func newClairvoyant(l *Leader) (*clairvoyant, error) {
-	c, err := planClairvoyant(l)
-	if err != nil {
-		return nil, err
-	}
-	tiers, _, used := l.poolTiers()
-	c.start(fetchpool.New(tiers, used, c.done))
-	return c, nil
-}
-
-// planClairvoyant predicts the accesses and places the files; start
-// then begins prefetching.
-func planClairvoyant(l *Leader) (*clairvoyant, error) {
+// planClairvoyant predicts the accesses and places the files in tiers of
+// capacities caps; start then begins prefetching. It touches nothing of
+// l but its configuration and segment, so it may run beside l's run
+// goroutine.
+func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	pred, err := Predict(l.cfg)
 	if err != nil {
 		return nil, err
@@ -76,7 +68,6 @@ func planClairvoyant(l *Leader) (*clairvoyant, error) {
 		cursors: map[int]*cursor{}, pending: map[int]bool{}, staged: map[int]bool{},
 		opens: map[[2]int]int{}}
 	c.window = 64 + 4*max(a.BatchSize, 1)
-	_, caps, _ := l.poolTiers()
 	c.place, c.stage, _ = pred.PlaceFor(a, c.sizes, caps)
 	c.where = make([]int8, len(pred.Files))
 	for i, f := range pred.Files {

@@ -42,7 +42,8 @@ func TestPrefetchKeepsRanksInStep(t *testing.T) {
 		t.Fatalf("Lead: %v", err)
 	}
 	defer l.Close()
-	c, err := planClairvoyant(l)
+	_, caps, _ := l.poolTiers()
+	c, err := planClairvoyant(l, caps)
 	if err != nil {
 		t.Fatal(err)
 	}

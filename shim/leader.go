@@ -27,7 +27,8 @@ type Leader struct {
 	// it; only the run goroutine uses it.
 	checked map[string]time.Time
 	react   *reactive    // the reactive policy, or clairvoyant's fallback
-	clair   *clairvoyant // nil unless the policy is clairvoyant
+	clair   *clairvoyant // nil unless the policy is clairvoyant and planned
+	plans   chan planned // the clairvoyant plan in the making, until run adopts it
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -61,14 +62,46 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	case "reactive":
 		l.react = newReactive(l)
 	case "clairvoyant":
-		if l.clair, err = newClairvoyant(l); err != nil {
-			l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", err)
-			l.react = newReactive(l)
-		}
+		l.plans = l.planInBackground()
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	go l.run()
 	return l, nil
+}
+
+// planned is the outcome of planning the clairvoyant policy.
+type planned struct {
+	c   *clairvoyant
+	err error
+}
+
+// planInBackground predicts and places off the run goroutine: listing
+// and stat'ing a large dataset on a shared filesystem takes long (a
+// minute for a million files), and meanwhile the data plane serves the
+// copies the tiers already hold and the leader keeps reading the ring.
+// Opens before the plan is adopted are not matched with it: each rank's
+// cursor finds its place at its first open after.
+func (l *Leader) planInBackground() chan planned {
+	_, caps, _ := l.poolTiers()
+	ch := make(chan planned, 1)
+	go func() {
+		c, err := planClairvoyant(l, caps)
+		ch <- planned{c, err}
+	}()
+	return ch
+}
+
+// adopt starts prefetching by plan p, or the reactive policy when the
+// accesses could not be predicted.
+func (l *Leader) adopt(p planned) {
+	if p.err != nil {
+		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
+		l.react = newReactive(l)
+		return
+	}
+	tiers, _, used := l.poolTiers()
+	p.c.start(fetchpool.New(tiers, used, p.c.done))
+	l.clair = p.c
 }
 
 // checkRoots says once per job, in the leader, that a dataset root is not
@@ -190,6 +223,9 @@ func (l *Leader) run() {
 		select {
 		case <-l.stop:
 			return
+		case p := <-l.plans:
+			l.adopt(p)
+			l.plans = nil
 		case <-tick.C:
 		}
 		if recount {

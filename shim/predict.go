@@ -96,6 +96,10 @@ func (p *Prediction) Index(path string) (int, bool) {
 	return i, ok
 }
 
+// statters is how many stats Sizes has in flight: each is a metadata
+// round trip to the shared filesystem, which serves many at once.
+const statters = 64
+
 // Sizes stats every file (in parallel: each is a metadata round trip to
 // the shared filesystem). A file that cannot be stat'ed gets size -1 and
 // is never placed.
@@ -103,7 +107,7 @@ func (p *Prediction) Sizes() []int64 {
 	sizes := make([]int64, len(p.Files))
 	work := make(chan int, 256)
 	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
+	for w := 0; w < statters; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
