@@ -3,6 +3,7 @@ package shim
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/augur-hpc/augur/fetchpool"
@@ -19,14 +20,15 @@ import (
 type clairvoyant struct {
 	l      *Leader
 	pred   *Prediction
-	sizes  []int64
-	place  Placement
 	pool   *fetchpool.Pool
-	stage  int64 // staging budget in tier 0
-	window int   // how far from the cursor an access still counts as predicted
-	epochs int   // 0: unbounded
+	stage  int64         // staging budget in tier 0
+	window int           // how far from the cursor an access still counts as predicted
+	epochs int           // 0: unbounded
+	quit   chan struct{} // closed by close: stops the stat workers
 
 	mu          sync.Mutex // guards everything below
+	sizes       []int64    // per file; unknownSize until stat'ed
+	place       *placer    // settles as the sizes arrive
 	cursors     map[int]*cursor
 	where       []int8         // per file: tier holding a copy, -1 none
 	pending     map[int]bool   // files being fetched
@@ -54,29 +56,24 @@ const (
 	minAccuracy = 0.5
 )
 
-// planClairvoyant predicts the accesses and places the files in tiers of
-// capacities caps; start then begins prefetching. It touches nothing of
-// l but its configuration and segment, so it may run beside l's run
-// goroutine.
+// planClairvoyant predicts the accesses; start then stats the files,
+// places them in tiers of capacities caps as their sizes arrive, and
+// prefetches what is placed. It touches nothing of l but its
+// configuration and segment, so it may run beside l's run goroutine.
 func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	pred, err := Predict(l.cfg)
 	if err != nil {
 		return nil, err
 	}
 	a := l.cfg.Access
-	c := &clairvoyant{l: l, pred: pred, sizes: pred.Sizes(), epochs: a.Epochs,
-		cursors: map[int]*cursor{}, pending: map[int]bool{}, staged: map[int]bool{},
-		opens: map[[2]int]int{}}
+	stage, horizon := placeParams(a, caps)
+	c := &clairvoyant{l: l, pred: pred, stage: stage, epochs: a.Epochs, quit: make(chan struct{}),
+		sizes: make([]int64, len(pred.Files)), place: pred.placer(horizon, caps),
+		where: make([]int8, len(pred.Files)), cursors: map[int]*cursor{},
+		pending: map[int]bool{}, staged: map[int]bool{}, opens: map[[2]int]int{}}
 	c.window = 64 + 4*max(a.BatchSize, 1)
-	c.place, c.stage, _ = pred.PlaceFor(a, c.sizes, caps)
-	c.where = make([]int8, len(pred.Files))
-	for i, f := range pred.Files {
-		c.where[i] = -1
-		if c.sizes[i] >= 0 {
-			if t := tiering.LookupPath(l.cfg.Tiers, f); t >= 0 {
-				c.where[i] = int8(t)
-			}
-		}
+	for i := range c.sizes {
+		c.sizes[i], c.where[i] = unknownSize, -1
 	}
 	for _, r := range pred.Ranks {
 		c.cursors[r] = &cursor{rank: r, posOf: map[int][]int32{}}
@@ -85,12 +82,46 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	return c, nil
 }
 
-// start prefetches through pool, whose copies must end in c.done.
+// start prefetches through pool, whose copies must end in c.done, as the
+// files' sizes arrive. Files are stat'ed in placement order (for a
+// dataset read once per epoch, the order of first access), so
+// prefetching starts after the first few stats, not after a million.
 func (c *clairvoyant) start(pool *fetchpool.Pool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pool = pool
-	c.pumpAll()
+	c.mu.Unlock()
+	order := slices.Clone(c.place.ranking) // then the files read only after the horizon
+	for i, k := range c.place.pos {
+		if k < 0 {
+			order = append(order, i)
+		}
+	}
+	go c.pred.measure(order, c.quit, c.measured)
+}
+
+// measured records the size of file i and whether a tier already holds
+// it, and prefetches what that settles. It runs on a stat worker.
+func (c *clairvoyant) measured(i int, size int64) {
+	t := -1
+	if size >= 0 {
+		t = tiering.LookupPath(c.l.cfg.Tiers, c.pred.Files[i])
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sizes[i], c.where[i] = size, int8(t)
+	if (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) && !c.fellBack {
+		c.pumpAll()
+	}
+}
+
+// settled reports whether file i's size and place are known.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) settled(i int) bool {
+	if k := c.place.pos[i]; k >= 0 {
+		return k < c.place.next
+	}
+	return c.sizes[i] != unknownSize
 }
 
 // positions returns where each file sits in rank's order of epoch.
@@ -265,7 +296,7 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 		}
 		queued, ok := c.fetch(order[cur.aPos])
 		if !ok {
-			return false // staging budget full: wait for reads to free it
+			return false // wait for a size, or for reads to free staging room
 		}
 		cur.aPos++
 		if queued {
@@ -275,11 +306,14 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 }
 
 // fetch queues one file for its tier, or for staging. It reports whether
-// it queued a copy, and false for ok only when the staging budget has no
-// room (the file must wait).
+// it queued a copy, and false for ok only when the file must wait: its
+// place is not settled yet, or the staging budget has no room.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) fetch(idx int) (queued, ok bool) {
+	if !c.settled(idx) {
+		return false, false // wait for its size
+	}
 	size := c.sizes[idx]
 	if c.where[idx] >= 0 || c.pending[idx] || size < 0 {
 		return false, true
@@ -379,4 +413,7 @@ func (c *clairvoyant) publishCounts() {
 	setU64(&ld.staged_bytes, uint64(c.stagedBytes))
 }
 
-func (c *clairvoyant) close() { c.pool.Close() }
+func (c *clairvoyant) close() {
+	close(c.quit)
+	c.pool.Close()
+}

@@ -100,12 +100,27 @@ func (p *Prediction) Index(path string) (int, bool) {
 // round trip to the shared filesystem, which serves many at once.
 const statters = 64
 
+// unknownSize marks a file not stat'ed yet; -1 is one that cannot be.
+const unknownSize = -2
+
 // Sizes stats every file (in parallel: each is a metadata round trip to
 // the shared filesystem). A file that cannot be stat'ed gets size -1 and
 // is never placed.
 func (p *Prediction) Sizes() []int64 {
+	all := make([]int, len(p.Files))
+	for i := range all {
+		all[i] = i
+	}
 	sizes := make([]int64, len(p.Files))
-	work := make(chan int, 256)
+	p.measure(all, nil, func(i int, size int64) { sizes[i] = size })
+	return sizes
+}
+
+// measure stats the files of idx, statters at a time and roughly in that
+// order, and hands each size (-1: cannot be stat'ed) to got, from the
+// stat workers. It returns when all are done, or soon after quit closes.
+func (p *Prediction) measure(idx []int, quit <-chan struct{}, got func(i int, size int64)) {
+	work := make(chan int, statters)
 	var wg sync.WaitGroup
 	for w := 0; w < statters; w++ {
 		wg.Add(1)
@@ -113,20 +128,23 @@ func (p *Prediction) Sizes() []int64 {
 			defer wg.Done()
 			for i := range work {
 				var st unix.Stat_t
+				size := int64(-1)
 				if statRetry(p.Files[i], &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-					sizes[i] = st.Size
-				} else {
-					sizes[i] = -1
+					size = st.Size
 				}
+				got(i, size)
 			}
 		}()
 	}
-	for i := range p.Files {
-		work <- i
+	defer wg.Wait()
+	defer close(work)
+	for _, i := range idx {
+		select {
+		case work <- i:
+		case <-quit:
+			return
+		}
 	}
-	close(work)
-	wg.Wait()
-	return sizes
 }
 
 // Placement is what goes where: NoPFS's rule.
@@ -144,53 +162,93 @@ type Placement struct {
 // the next, until each is full (capacities); among equals the file read
 // first goes first, so the files epoch 1 needs first are placed first.
 func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Placement {
+	pp := p.placer(horizon, capacities)
+	pp.advance(sizes)
+	return pp.Placement
+}
+
+// placer places the files in ranking order — most often read first,
+// equal counts in order of first access — as their sizes become known:
+// a file gets the fastest tier with room once every file ranked before
+// it has been placed, so placing as sizes arrive, in any order, ends
+// where placing with every size known does.
+type placer struct {
+	Placement
+	capacities []int64
+	ranking    []int // the files this node reads, in placement order
+	pos        []int // per file: its place in ranking, -1 if never read
+	next       int   // ranking[:next] are placed
+}
+
+func (p *Prediction) placer(horizon int, capacities []int64) *placer {
 	n := len(p.Files)
-	pl := Placement{Tier: make([]int, n), Freq: make([]int, n),
-		Bytes: make([]int64, len(capacities)), Files: make([]int, len(capacities))}
+	pp := &placer{capacities: capacities, pos: make([]int, n),
+		Placement: Placement{Tier: make([]int, n), Freq: make([]int, n),
+			Bytes: make([]int64, len(capacities)), Files: make([]int, len(capacities))}}
 	first := make([]int, n)
 	for i := range first {
 		first[i] = -1
-		pl.Tier[i] = -1
+		pp.Tier[i] = -1
+		pp.pos[i] = -1
 	}
 	for e := 0; e < horizon; e++ {
 		for _, r := range p.Ranks {
 			o := p.Order(r, e)
 			if e == 0 {
-				pl.Reads += len(o)
+				pp.Reads += len(o)
 			}
 			for pos, idx := range o {
-				pl.Freq[idx]++
+				pp.Freq[idx]++
 				if step := e*n + pos; first[idx] < 0 || step < first[idx] {
 					first[idx] = step
 				}
 			}
 		}
 	}
-	var cands []int
-	for i := range pl.Freq {
-		if pl.Freq[i] > 0 && sizes[i] >= 0 {
-			cands = append(cands, i)
+	for i := range pp.Freq {
+		if pp.Freq[i] > 0 {
+			pp.ranking = append(pp.ranking, i)
 		}
 	}
-	sort.Slice(cands, func(a, b int) bool {
-		x, y := cands[a], cands[b]
-		if pl.Freq[x] != pl.Freq[y] {
-			return pl.Freq[x] > pl.Freq[y]
+	sort.Slice(pp.ranking, func(a, b int) bool {
+		x, y := pp.ranking[a], pp.ranking[b]
+		if pp.Freq[x] != pp.Freq[y] {
+			return pp.Freq[x] > pp.Freq[y]
 		}
 		return first[x] < first[y]
 	})
-	for _, i := range cands {
-		for t := range capacities {
-			if pl.Bytes[t]+sizes[i] <= capacities[t] {
-				pl.Tier[i] = t
-				pl.Bytes[t] += sizes[i]
-				pl.Files[t]++
+	for k, i := range pp.ranking {
+		pp.pos[i] = k
+	}
+	return pp
+}
+
+// advance places the files of the ranking whose sizes are known, up to
+// the first one not stat'ed yet, and reports how many it placed.
+func (pp *placer) advance(sizes []int64) int {
+	from := pp.next
+	for ; pp.next < len(pp.ranking); pp.next++ {
+		i := pp.ranking[pp.next]
+		if sizes[i] == unknownSize {
+			break
+		}
+		if sizes[i] < 0 {
+			continue
+		}
+		for t := range pp.capacities {
+			if pp.Bytes[t]+sizes[i] <= pp.capacities[t] {
+				pp.Tier[i] = t
+				pp.Bytes[t] += sizes[i]
+				pp.Files[t]++
 				break
 			}
 		}
 	}
-	return pl
+	return pp.next - from
 }
+
+// placed reports whether file i has its place (a tier, or none).
+func (pp *placer) placed(i int) bool { return pp.pos[i] >= 0 && pp.pos[i] < pp.next }
 
 // PlaceFor applies the clairvoyant policy's placement to tiers of the
 // given capacities: it keeps the staging budget out of the first tier
@@ -199,16 +257,23 @@ func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Place
 // call it, so the plan is what the leader does. It returns the placement,
 // the staging budget and the horizon. caps is modified.
 func (p *Prediction) PlaceFor(a Access, sizes, caps []int64) (Placement, int64, int) {
-	stage := a.Stage
+	stage, horizon := placeParams(a, caps)
+	return p.Place(horizon, sizes, caps), stage, horizon
+}
+
+// placeParams is PlaceFor's staging budget and horizon; it takes the
+// budget out of caps[0].
+func placeParams(a Access, caps []int64) (stage int64, horizon int) {
+	stage = a.Stage
 	if stage == 0 && len(caps) > 0 {
 		stage = caps[0] / 8
 	}
 	if len(caps) > 0 {
 		caps[0] = max(caps[0]-stage, 0)
 	}
-	horizon := a.Epochs
+	horizon = a.Epochs
 	if horizon == 0 {
 		horizon = DefaultHorizon
 	}
-	return p.Place(horizon, sizes, caps), stage, horizon
+	return stage, horizon
 }

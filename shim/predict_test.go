@@ -2,8 +2,10 @@ package shim
 
 import (
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -95,5 +97,44 @@ func TestPlaceByFrequencyOnANode(t *testing.T) {
 	}
 	if maxUnplaced > minPlaced {
 		t.Fatalf("a file read %d times was left out while one read %d times was placed", maxUnplaced, minPlaced)
+	}
+}
+
+// Placing as sizes arrive, in any order, ends where placing with every
+// size known does, and nothing is placed before every file ranked ahead
+// of it has its size.
+func TestPlacerSettlesAsSizesArrive(t *testing.T) {
+	root := imageFolder(t, 4, 50, 100)
+	a := Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2, RanksPerNode: 2, Epochs: 3}
+	p := predict(t, root, a)
+	sizes := p.Sizes()
+	for i := range sizes {
+		sizes[i] = int64(50 + i%7*20) // files of several sizes, so where the tiers end matters
+	}
+	sizes[17] = -1 // cannot be stat'ed: never placed
+	caps := []int64{4000, 6000}
+	want := p.Place(3, sizes, caps)
+	pp := p.placer(3, caps)
+	known := make([]int64, len(sizes))
+	for i := range known {
+		known[i] = unknownSize
+	}
+	for n, i := range rand.New(rand.NewSource(1)).Perm(len(sizes)) {
+		known[i] = sizes[i]
+		pp.advance(known)
+		for k, j := range pp.ranking {
+			if k < pp.next && known[j] == unknownSize {
+				t.Fatalf("after %d sizes: file %d placed before its size is known", n+1, j)
+			}
+		}
+	}
+	if pp.next != len(pp.ranking) {
+		t.Fatalf("%d of %d files placed with every size known", pp.next, len(pp.ranking))
+	}
+	if !slices.Equal(pp.Tier, want.Tier) || !slices.Equal(pp.Bytes, want.Bytes) || !slices.Equal(pp.Files, want.Files) {
+		t.Fatalf("placing as sizes arrive gave %v %v, with all known %v %v", pp.Bytes, pp.Files, want.Bytes, want.Files)
+	}
+	if want.Tier[17] != -1 || want.Files[0] == 0 || want.Files[1] == 0 || want.Files[0]+want.Files[1] == len(sizes)-1 {
+		t.Fatalf("placement %v %v: the case should fill both tiers and leave files out", want.Files, want.Tier[17])
 	}
 }
