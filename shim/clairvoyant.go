@@ -31,6 +31,7 @@ type clairvoyant struct {
 	place       *placer    // settles as the sizes arrive
 	cursors     map[int]*cursor
 	where       []int8         // per file: tier holding a copy, -1 none
+	seen        []int32        // per file: 1 + the last epoch a rank opened it in, 0 never
 	pending     map[int]bool   // files being fetched
 	staged      map[int]bool   // staged copies (read once, then dropped)
 	stagedBytes int64          // staged and being staged
@@ -69,7 +70,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	stage, horizon := placeParams(a, caps)
 	c := &clairvoyant{l: l, pred: pred, stage: stage, epochs: a.Epochs, quit: make(chan struct{}),
 		sizes: make([]int64, len(pred.Files)), place: pred.placer(horizon, caps),
-		where: make([]int8, len(pred.Files)), cursors: map[int]*cursor{},
+		where: make([]int8, len(pred.Files)), seen: make([]int32, len(pred.Files)), cursors: map[int]*cursor{},
 		pending: map[int]bool{}, staged: map[int]bool{}, opens: map[[2]int]int{}}
 	c.window = 64 + 4*max(a.BatchSize, 1)
 	for i := range c.sizes {
@@ -156,6 +157,9 @@ func (c *clairvoyant) onOpen(ev Event) {
 	idx, known := c.pred.Index(ev.Path)
 	cur := c.cursorOf(ev.Rank)
 	matched := known && cur != nil && c.advance(cur, idx)
+	if matched {
+		c.seen[idx] = int32(cur.epoch + 1)
+	}
 	ld := &c.l.seg.s.leader
 	switch {
 	case !matched:
@@ -260,12 +264,15 @@ func (c *clairvoyant) pumpAll() {
 }
 
 // lead is how many accesses cur's prefetch pointer is ahead of its
-// reads; a pointer the reads overtook first moves up to them.
+// reads (negative: behind). A pointer the reads overtook by more than the
+// window moves up to it: within the window, workers that open batches
+// out of order may not have opened a file yet, and pumpOne skips those
+// they have.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) lead(cur *cursor) int {
-	if cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < cur.pos) {
-		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
+	if from := max(cur.pos-c.window, 0); cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < from) {
+		cur.aEpoch, cur.aPos = cur.epoch, from
 	}
 	lead := cur.aPos - cur.pos
 	for e := cur.epoch; e < cur.aEpoch; e++ {
@@ -293,6 +300,10 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 		}
 		if c.lead(cur) >= look {
 			return false
+		}
+		if c.seen[order[cur.aPos]] == int32(cur.aEpoch+1) { // read already
+			cur.aPos++
+			continue
 		}
 		queued, ok := c.fetch(order[cur.aPos])
 		if !ok {

@@ -29,6 +29,7 @@ type Leader struct {
 	react   *reactive    // the reactive policy, or clairvoyant's fallback
 	clair   *clairvoyant // nil unless the policy is clairvoyant and planned
 	plans   chan planned // the clairvoyant plan in the making, until run adopts it
+	early   []Event      // opens and closes seen while planning, for the plan
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -97,12 +98,20 @@ func (l *Leader) adopt(p planned) {
 	if p.err != nil {
 		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
 		l.react = newReactive(l)
-		return
+	} else {
+		tiers, _, used := l.poolTiers()
+		p.c.start(fetchpool.New(tiers, used, p.c.done))
+		l.clair = p.c
 	}
-	tiers, _, used := l.poolTiers()
-	p.c.start(fetchpool.New(tiers, used, p.c.done))
-	l.clair = p.c
+	for _, ev := range l.early { // the policy starts where the readers are
+		l.handle(ev)
+	}
+	l.early = nil
 }
+
+// maxEarly bounds the events kept while planning: the latest ones place
+// the cursors.
+const maxEarly = 1 << 16
 
 // checkRoots says once per job, in the leader, that a dataset root is not
 // a directory it can read: the job still runs, reading whatever it opens
@@ -224,8 +233,8 @@ func (l *Leader) run() {
 		case <-l.stop:
 			return
 		case p := <-l.plans:
-			l.adopt(p)
 			l.plans = nil
+			l.adopt(p)
 		case <-tick.C:
 		}
 		if recount {
@@ -247,6 +256,14 @@ func (l *Leader) handle(ev Event) bool {
 			l.react.known.Delete(ev.Path) // fetch the new content on its next read
 		}
 		return true
+	case l.plans != nil && (ev.Kind == EvOpen || ev.Kind == EvClose):
+		if len(l.early) == maxEarly {
+			l.early = append(l.early[:0], l.early[maxEarly/2:]...)
+		}
+		l.early = append(l.early, ev)
+		if ev.Kind == EvOpen && ev.Tier >= 0 {
+			l.revalidate(ev)
+		}
 	case ev.Kind == EvOpen:
 		if ev.Tier >= 0 {
 			l.revalidate(ev)
