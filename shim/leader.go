@@ -97,6 +97,7 @@ func (l *Leader) planInBackground() chan planned {
 func (l *Leader) adopt(p planned) {
 	if p.err != nil {
 		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
+		setU64(&l.seg.s.leader.fell_back, 1)
 		l.react = newReactive(l)
 	} else {
 		tiers, _, used := l.poolTiers()

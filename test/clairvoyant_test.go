@@ -198,3 +198,40 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// A dataset the configured layout cannot list (flat files, no class
+// folders, for an ImageFolder layout) cannot be predicted: the leader
+// says so once, runs the reactive policy instead, and augur stat says
+// which; the program reads the right bytes.
+func TestClairvoyantUnplannableRunsReactive(t *testing.T) {
+	c := NewCase(t)
+	files := c.RandomFiles("", 12, 8192)
+	job := "cvu-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	c.Set("AUGUR_POLICY=clairvoyant")
+	cmd := exec.Command(Augur, append([]string{"run", "--", "sha256sum"}, files...)...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	want, err := exec.Command("sha256sum", files...).Output()
+	must(t, err)
+	if string(out) != string(want) {
+		t.Fatalf("sha256sum under augur:\n%s\nwithout:\n%s", out, want)
+	}
+	if n := strings.Count(stderr.String(), "using the reactive policy"); n != 1 || !strings.Contains(stderr.String(), "no class folder") {
+		t.Fatalf("%d messages, want one naming the layout's problem:\n%s", n, stderr.String())
+	}
+	st := jobStats(t, c, job)
+	if !st.FellBack || st.Predicted != 0 || st.Copies != uint64(len(files)) {
+		t.Fatalf("fell back %v, %d predicted, %d copies (want true, 0, %d)", st.FellBack, st.Predicted, st.Copies, len(files))
+	}
+	text, err := exec.Command(Augur, "stat", "--job", job).Output()
+	must(t, err)
+	if !strings.Contains(string(text), "prediction: none") {
+		t.Fatalf("augur stat does not say the prediction failed:\n%s", text)
+	}
+}

@@ -85,7 +85,12 @@ func printStats(w io.Writer, st shim.Stats) {
 	}
 	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   descriptors moved to a copy %d\n",
 		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Migrated)
-	if st.Predicted > 0 {
+	switch {
+	case st.Policy == "clairvoyant" && st.Predicted == 0 && st.FellBack:
+		fmt.Fprintf(w, "prediction: none (the leader's log says why); the reactive policy runs instead\n")
+	case st.Policy == "clairvoyant" && st.Predicted == 0:
+		fmt.Fprintf(w, "prediction: planning (listing the dataset); copies already in the tiers are served meanwhile\n")
+	case st.Predicted > 0:
 		state := "following the prediction"
 		if st.FellBack {
 			state = "FELL BACK to reactive"
