@@ -52,12 +52,9 @@ func Warm(tiers []Tier, usage []Usage, roots []string) WarmResult {
 			}(i, t)
 		}
 	}
-	Walk(roots, func(p string, size int64) {
-		var st unix.Stat_t
-		if stat(p, &st) != nil {
-			return
-		}
-		if Lookup(tiers, p, &st) >= 0 {
+	Walk(roots, func(p string, st *unix.Stat_t) {
+		size := st.Size
+		if Lookup(tiers, p, st) >= 0 {
 			mu.Lock()
 			res.Present++
 			mu.Unlock()
