@@ -157,15 +157,8 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 			job := "cv-" + randHex(4)
 			c.Set("AUGUR_JOB=" + job)
 			c.Set("AUGUR_POLICY=clairvoyant")
-			cmd := exec.Command(Augur, "run", "--seed", tc.seed, "--", Python, prog, c.Dataset, "1234", "2", "2")
-			cmd.Env = append(os.Environ(), c.Env...)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, stderr.String())
-			}
-			digests := strings.Fields(string(out))
+			out, stderr := c.AugurRun("--seed", tc.seed, "--", Python, prog, c.Dataset, "1234", "2", "2")
+			digests := strings.Fields(out)
 			if len(digests) != 2*len(want) {
 				t.Fatalf("%d samples, want %d", len(digests), 2*len(want))
 			}
@@ -179,10 +172,10 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 				}
 			}
 			st := jobStats(t, c, job)
-			msgs := strings.Count(stderr.String(), "do not match the predicted order")
+			msgs := strings.Count(stderr, "do not match the predicted order")
 			if tc.fallBack {
 				if !st.FellBack || msgs != 1 {
-					t.Fatalf("fell back %v, %d messages (want true, 1): %s", st.FellBack, msgs, stderr.String())
+					t.Fatalf("fell back %v, %d messages (want true, 1): %s", st.FellBack, msgs, stderr)
 				}
 				if st.Copies == 0 {
 					t.Error("no copies after falling back to reactive")
@@ -190,7 +183,7 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 				return
 			}
 			if st.FellBack || msgs != 0 || st.Accuracy < 0.99 || st.Unpredicted != 0 {
-				t.Fatalf("prediction: %+v\n%s", st, stderr.String())
+				t.Fatalf("prediction: %+v\n%s", st, stderr)
 			}
 			if st.PredHits+st.PredLate+st.PredMisses != uint64(len(digests)) {
 				t.Errorf("%d predicted opens counted, %d samples read", st.PredHits+st.PredLate+st.PredMisses, len(digests))
@@ -209,21 +202,14 @@ func TestClairvoyantUnplannableRunsReactive(t *testing.T) {
 	job := "cvu-" + randHex(4)
 	c.Set("AUGUR_JOB=" + job)
 	c.Set("AUGUR_POLICY=clairvoyant")
-	cmd := exec.Command(Augur, append([]string{"run", "--", "sha256sum"}, files...)...)
-	cmd.Env = append(os.Environ(), c.Env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
+	out, stderr := c.AugurRun(append([]string{"--", "sha256sum"}, files...)...)
 	want, err := exec.Command("sha256sum", files...).Output()
 	must(t, err)
-	if string(out) != string(want) {
+	if out != string(want) {
 		t.Fatalf("sha256sum under augur:\n%s\nwithout:\n%s", out, want)
 	}
-	if n := strings.Count(stderr.String(), "using the reactive policy"); n != 1 || !strings.Contains(stderr.String(), "no class folder") {
-		t.Fatalf("%d messages, want one naming the layout's problem:\n%s", n, stderr.String())
+	if n := strings.Count(stderr, "using the reactive policy"); n != 1 || !strings.Contains(stderr, "no class folder") {
+		t.Fatalf("%d messages, want one naming the layout's problem:\n%s", n, stderr)
 	}
 	st := jobStats(t, c, job)
 	if !st.FellBack || st.Predicted != 0 || st.Copies != uint64(len(files)) {

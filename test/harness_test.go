@@ -146,6 +146,22 @@ func (c *Case) Augur(args ...string) (string, error) {
 	return string(out), err
 }
 
+// AugurRun runs `augur run ARGS` with the case's environment and returns
+// what it printed on stdout and stderr; it fails the test if the command
+// fails.
+func (c *Case) AugurRun(args ...string) (string, string) {
+	c.T.Helper()
+	cmd := exec.Command(Augur, append([]string{"run"}, args...)...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		c.T.Fatalf("augur run %v: %v\n%s", args, err, stderr.String())
+	}
+	return string(out), stderr.String()
+}
+
 // CopyOf is the path of the copy of a dataset file in tier (c.RAM or
 // c.Disk).
 func (c *Case) CopyOf(tier, path string) string {

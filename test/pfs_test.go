@@ -43,11 +43,9 @@ func dropCaches(t *testing.T) {
 // cat of every file, whose output is compared with the originals.
 func augurRun(t *testing.T, c *Case, files []string, want []byte) {
 	t.Helper()
-	cmd := exec.Command(Augur, append([]string{"run", "--", "cat"}, files...)...)
-	cmd.Env = append(os.Environ(), c.Env...)
-	out, err := cmd.Output()
-	if err != nil || !bytes.Equal(out, want) {
-		t.Fatalf("augur run cat: %v (%d bytes, want %d)", err, len(out), len(want))
+	out, _ := c.AugurRun(append([]string{"--", "cat"}, files...)...)
+	if out != string(want) {
+		t.Fatalf("augur run cat: %d bytes, want %d", len(out), len(want))
 	}
 }
 
