@@ -12,10 +12,16 @@ CWARN   := -Wall -Wextra -Werror
 
 .PHONY: all build test unit cstrict integration deps demo clean bench-shim
 all: build
-build: $(BUILD)/libaugur.so $(BUILD)/augur
+build: $(BUILD)/libaugur.so $(BUILD)/libaugur-go.so $(BUILD)/augur
 
-$(BUILD)/libaugur.so: $(CSRC) $(CHDR) $(GOSRC)
-	$(GO) build -tags $(TAGS) -buildmode=c-shared -o $@ .
+# The preload: the data plane, plain C. It loads the Go half next to it
+# only in a process that must read the configuration or may lead.
+$(BUILD)/libaugur.so: $(CSRC) $(CHDR)
+	@mkdir -p $(BUILD)
+	gcc $(CWARN) -O2 -fPIC -fno-strict-aliasing -shared -o $@ $(CSRC) -ldl -pthread
+
+$(BUILD)/libaugur-go.so: $(GOSRC) $(CHDR)
+	$(GO) build -tags $(TAGS) -buildmode=c-shared -o $@ ./libaugur
 
 $(BUILD)/augur: $(GOSRC)
 	$(GO) build -o $@ ./cmd/augur

@@ -24,7 +24,6 @@
 struct augur_real augur_real;
 AUGUR_TLS int augur_guard;
 
-#define MAX_ROOTS 16
 #define DIR_SLOTS 64
 
 enum { CFG_PENDING = 0, CFG_ON = 1, CFG_OFF = 2 };
@@ -36,12 +35,12 @@ static struct {
 	pid_t pid;
 	int rank;
 	int nroots;
-	char roots[MAX_ROOTS][PATH_MAX];
-	size_t rootlen[MAX_ROOTS];
+	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
+	size_t rootlen[AUGUR_MAX_ROOTS];
 	/* Each root's first component ("pfs" of /pfs/imagenet), for the
 	 * quick rejection of absolute paths elsewhere (see first_differs). */
-	char first[MAX_ROOTS][256];
-	size_t firstlen[MAX_ROOTS];
+	char first[AUGUR_MAX_ROOTS][256];
+	size_t firstlen[AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX];
 	struct augur_segment *seg;
@@ -181,13 +180,98 @@ AUGUR_HIDDEN void augur_resolve(void)
 }
 
 /*
- * The library's .init_array also holds the Go runtime's entry
- * (_rt0_amd64_linux_lib), which starts the runtime and then the package
- * init()s on a thread of their own. Without a priority the linker put it
- * before this constructor, so Go's start() could read the job id and the
- * configuration state before they were set (seen: "augur: bad job id";
- * a spawned DataLoader worker then read every original). Priority 101
- * runs this first, on the loading thread, before that thread exists.
+ * Where the configuration comes from. Most processes of a job — the
+ * command under `augur run`, DataLoader workers, spawned children, every
+ * rank but the first — start while the job's leader lives and has
+ * published the configuration in the segment: they take it from there
+ * and run the data plane alone, with no Go runtime and none of its
+ * threads (a second thread makes every system call on a descriptor
+ * dearer, ~10% of a 4 KiB pread from the page cache). Otherwise the
+ * process loads the Go half, libaugur-go.so, from next to this library:
+ * it reads the configuration, and leads the job or waits to.
+ */
+
+/* leader_alive reports whether a process holds the job's leader lock (a
+ * POSIX record lock on /dev/shm/augur-<job>.leader; shim/leader.go). */
+static int leader_alive(void)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/augur-%s.leader", st.job);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	int alive = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
+	close(fd);
+	return alive;
+}
+
+/* attach_leader maps the job's segment and takes the configuration a
+ * live leader published there. It reports whether it did. */
+static int attach_leader(void)
+{
+	if (!leader_alive())
+		return 0;
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/augur-%s.seg", st.job);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat sb;
+	void *m = MAP_FAILED;
+	if (fstat(fd, &sb) == 0 && sb.st_size == (off_t)sizeof(struct augur_segment))
+		m = mmap(NULL, sizeof(struct augur_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return 0;
+	struct augur_segment *seg = m;
+	struct augur_config *c = &seg->config;
+	if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != AUGUR_MAGIC ||
+	    seg->version != AUGUR_ABI_VERSION ||
+	    !__atomic_load_n(&c->published, __ATOMIC_ACQUIRE) ||
+	    c->nroots > AUGUR_MAX_ROOTS || c->ntiers > AUGUR_MAX_TIERS) {
+		munmap(m, sizeof(struct augur_segment));
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->nroots; i++)
+		if (memchr(c->roots[i], 0, AUGUR_CONFIG_PATH))
+			augur_add_root(c->roots[i]);
+	for (uint32_t i = 0; i < c->ntiers; i++)
+		if (memchr(c->tiers[i], 0, AUGUR_CONFIG_PATH))
+			augur_add_tier(c->tiers[i]);
+	augur_set_segment(seg, 0);
+	augur_start(1);
+	return 1;
+}
+
+/* load_control_plane loads libaugur-go.so, whose Go runtime then
+ * configures the data plane (libaugur/main.go). If it cannot be loaded
+ * the process passes through, with one message. */
+static void load_control_plane(void)
+{
+	Dl_info self;
+	char path[PATH_MAX];
+	const char *err = "cannot find libaugur.so's own path";
+	if (dladdr((void *)augur_start, &self) && self.dli_fname) {
+		const char *slash = strrchr(self.dli_fname, '/');
+		int dir = slash ? (int)(slash - self.dli_fname) : 0;
+		snprintf(path, sizeof(path), "%.*s%slibaugur-go.so", dir, self.dli_fname, slash ? "/" : "");
+		if (dlopen(path, RTLD_NOW | RTLD_LOCAL))
+			return;
+		err = dlerror();
+	}
+	static int warned;
+	char msg[400];
+	snprintf(msg, sizeof(msg), "cannot load the control plane: %s; passing through", err ? err : "?");
+	augur_warn_once(&warned, msg);
+	augur_start(0);
+}
+
+/*
+ * The constructor resolves the real symbols and names the job, then
+ * takes the configuration from a live leader or loads the Go half, whose
+ * runtime starts on a thread of its own after the job id is set (a Go
+ * runtime that read it earlier once named no job: "augur: bad job id").
  */
 __attribute__((constructor(101))) static void augur_ctor(void)
 {
@@ -198,29 +282,33 @@ __attribute__((constructor(101))) static void augur_ctor(void)
 	for (int i = 0; i < DIR_SLOTS; i++)
 		dirs[i].fd = -1;
 	const char *off = getenv("AUGUR_DISABLE");
-	if (off && *off && strcmp(off, "0") != 0)
+	if (off && *off && strcmp(off, "0") != 0) {
 		__atomic_store_n(&st.cfg, CFG_OFF, __ATOMIC_RELEASE);
-	else
+	} else {
 		make_job_id();
+		if (!attach_leader())
+			load_control_plane();
+	}
 	pthread_atfork(NULL, NULL, atfork_child);
 	augur_guard--;
 }
 
-/* ---- configuration, published by Go (libaugur.go) ------------------- */
+/* ---- configuration, published by Go (libaugur/main.go) --------------- */
+/* The functions below are exported for the Go half, libaugur-go.so. */
 
-AUGUR_HIDDEN const char *augur_job(void) { return st.job; }
+AUGUR_EXPORT const char *augur_job(void) { return st.job; }
 
-AUGUR_HIDDEN int augur_disabled(void)
+AUGUR_EXPORT int augur_disabled(void)
 {
 	return __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE) == CFG_OFF;
 }
 
 /* augur_add_root registers a dataset root; path must be absolute and
  * normalised (Go does that). Returns -1 when the table is full. */
-AUGUR_HIDDEN int augur_add_root(const char *path)
+AUGUR_EXPORT int augur_add_root(const char *path)
 {
 	size_t n = strlen(path);
-	if (st.nroots >= MAX_ROOTS || n == 0 || n >= PATH_MAX || path[0] != '/')
+	if (st.nroots >= AUGUR_MAX_ROOTS || n == 0 || n >= PATH_MAX || path[0] != '/')
 		return -1;
 	while (n > 1 && path[n - 1] == '/')
 		n--;
@@ -238,7 +326,7 @@ AUGUR_HIDDEN int augur_add_root(const char *path)
 	return 0;
 }
 
-AUGUR_HIDDEN int augur_add_tier(const char *path)
+AUGUR_EXPORT int augur_add_tier(const char *path)
 {
 	if (st.ntiers >= AUGUR_MAX_TIERS || strlen(path) >= PATH_MAX - 64)
 		return -1;
@@ -246,7 +334,7 @@ AUGUR_HIDDEN int augur_add_tier(const char *path)
 	return 0;
 }
 
-AUGUR_HIDDEN void augur_set_segment(struct augur_segment *seg, int rank)
+AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank)
 {
 	st.seg = seg;
 	st.rank = rank;
@@ -256,7 +344,7 @@ AUGUR_HIDDEN void augur_set_segment(struct augur_segment *seg, int rank)
 
 /* augur_start turns interception on (on = 1) or leaves this process in
  * pass-through for good (on = 0). Either way, waiting hooks go on. */
-AUGUR_HIDDEN void augur_start(int on)
+AUGUR_EXPORT void augur_start(int on)
 {
 	__atomic_store_n(&st.cfg, on ? CFG_ON : CFG_OFF, __ATOMIC_RELEASE);
 }
@@ -278,8 +366,8 @@ AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg)
 }
 
 /*
- * The Go runtime of a c-shared library starts on its own thread while the
- * host's main() is already running. The first path-level call of the
+ * In a process that loads the Go half, its runtime starts on its own thread
+ * while the host's main() is already running. The first path-level call of the
  * process waits for it (bounded), so that even a program that opens its
  * dataset in the first microsecond is served from the tiers. After the
  * bound, calls stop waiting and pass through until Go is ready; they are

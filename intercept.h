@@ -16,11 +16,13 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 4
+#define AUGUR_ABI_VERSION 5
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 200
 #define AUGUR_PENDING_SLOTS 4096 /* power of two */
+#define AUGUR_MAX_ROOTS 16
+#define AUGUR_CONFIG_PATH 1024
 
 /* Event kinds. */
 enum {
@@ -114,6 +116,21 @@ struct augur_pending {
 	uint32_t pad;
 };
 
+/*
+ * The job's configuration as the data plane needs it, written by the
+ * leader before it sets published. A process that starts while a live
+ * leader has published it takes it from here and never starts the Go
+ * runtime (intercept.c, attach_leader).
+ */
+struct augur_config {
+	uint32_t published;
+	uint32_t nroots;
+	uint32_t ntiers;
+	uint32_t pad;
+	char roots[AUGUR_MAX_ROOTS][AUGUR_CONFIG_PATH]; /* every form of every root */
+	char tiers[AUGUR_MAX_TIERS][AUGUR_CONFIG_PATH];
+};
+
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
 	char pad1[56];
@@ -130,6 +147,7 @@ struct augur_segment {
 	char job[64];
 	struct augur_counters counters;
 	struct augur_leader leader;
+	struct augur_config config;
 	struct augur_pending pending[AUGUR_PENDING_SLOTS];
 	struct augur_ring ring;
 };

@@ -1,7 +1,7 @@
 /*
  * intercept_internal.h — declarations shared by the C files of the data
  * plane. Nothing here is seen by Go except through intercept.h and the
- * augur_* functions libaugur.go calls at start.
+ * augur_* functions the Go half (libaugur/main.go) calls at start.
  */
 #ifndef AUGUR_INTERCEPT_INTERNAL_H
 #define AUGUR_INTERCEPT_INTERNAL_H
@@ -164,6 +164,16 @@ AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);
 
 /* One message on stderr, once per key, for internal failures. */
 AUGUR_HIDDEN void augur_warn_once(int *once, const char *msg);
+
+/* The calls of the Go half, libaugur-go.so (libaugur/main.go), which
+ * configures the data plane when no leader has published the job's
+ * configuration; exported for it. */
+AUGUR_EXPORT const char *augur_job(void);
+AUGUR_EXPORT int augur_disabled(void);
+AUGUR_EXPORT int augur_add_root(const char *path);
+AUGUR_EXPORT int augur_add_tier(const char *path);
+AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank);
+AUGUR_EXPORT void augur_start(int on);
 
 #define AUGUR_ERRNO_SAVE int saved_errno_ = errno
 #define AUGUR_ERRNO_RESTORE errno = saved_errno_

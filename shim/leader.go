@@ -53,12 +53,18 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	if lock == nil || err != nil {
 		return nil, err
 	}
+	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
 		checked: map[string]time.Time{},
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
 	l.openTiers()
+	var tierPaths []string
+	for _, t := range cfg.Tiers {
+		tierPaths = append(tierPaths, t.Path)
+	}
+	seg.publishConfig(cfg.RootForms(), tierPaths) // the tiers are validated: copies may be served
 	switch cfg.Policy {
 	case "reactive":
 		l.react = newReactive(l)

@@ -152,3 +152,44 @@ func u64(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Point
 func setU64(p *C.uint64_t, v uint64) { atomic.StoreUint64((*uint64)(unsafe.Pointer(p)), v) }
 
 func addU64(p *C.uint64_t, v uint64) { atomic.AddUint64((*uint64)(unsafe.Pointer(p)), v) }
+
+// publishConfig writes the data plane's configuration — every form of
+// every dataset root, the tier paths — for the processes that start
+// while this leader lives: they take it from the segment and never start
+// a Go runtime (intercept.c, attach_leader). Entries that do not fit are
+// left out, as the data plane would refuse them.
+func (s *Segment) publishConfig(roots, tiers []string) {
+	c := &s.s.config
+	s.unpublishConfig()
+	put := func(dst *[C.AUGUR_CONFIG_PATH]C.char, v string) bool {
+		if len(v) >= len(dst) {
+			return false
+		}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), len(dst))
+		copy(b, v)
+		b[len(v)] = 0
+		return true
+	}
+	n := 0
+	for _, r := range roots {
+		if n < len(c.roots) && put(&c.roots[n], r) {
+			n++
+		}
+	}
+	c.nroots = C.uint32_t(n)
+	n = 0
+	for _, t := range tiers {
+		if n < len(c.tiers) && put(&c.tiers[n], t) {
+			n++
+		}
+	}
+	c.ntiers = C.uint32_t(n)
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.published)), 1)
+}
+
+// unpublishConfig withdraws a configuration published by an earlier
+// leader of the job: until this leader has validated the tiers and
+// published its own, new processes load the Go half and wait for it.
+func (s *Segment) unpublishConfig() {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&s.s.config.published)), 0)
+}

@@ -4,10 +4,10 @@
 //	(a) non-dataset open+read+close of a small file, and a 4 KiB pread
 //	    from the page cache (target: under 3%), for a single-threaded host
 //	    and a multi-threaded one (every training framework is: Python with
-//	    torch runs OpenMP and loader threads). The shim's Go runtime makes
-//	    a single-threaded host multi-threaded, and glibc then pays for
-//	    cancellation bookkeeping on each read/open/close: that is the cost
-//	    the "1 thread" rows show on top of the shim's own;
+//	    torch runs OpenMP and loader threads). The measured processes run
+//	    under a live leader (this process, as `augur run` would be), so
+//	    they take the configuration from the segment and never start a Go
+//	    runtime: a single-threaded host stays single-threaded;
 //	(b) reading dataset files through the shim while they are in the RAM
 //	    tier vs. reading the tier files directly (target: under 5%);
 //	(c) the start-up cost the preload adds to /bin/true.

@@ -1,13 +1,15 @@
-// Command libaugur is built with -buildmode=c-shared into libaugur.so, the
-// library users preload. Its C half (intercept*.c) is the data plane; this
-// Go half starts in every process that loads the library, publishes the
-// configuration to C, and — in the one process that wins the job's leader
-// lock — runs the control plane.
+// Command libaugur is built with -buildmode=c-shared into libaugur-go.so,
+// the Go half of augur. Users preload libaugur.so, the data plane
+// (intercept*.c, plain C); it loads this library only in a process that
+// finds no live leader with a published configuration (intercept.c,
+// load_control_plane). Here the configuration is read and handed to the
+// data plane, and the one process that wins the job's leader lock runs
+// the control plane and publishes the configuration for the others.
 package main
 
 /*
-#cgo CFLAGS: -O2 -Wall -Wextra -Werror -fno-strict-aliasing
-#cgo LDFLAGS: -ldl
+#cgo CFLAGS: -O2 -Wall -Wextra -Werror -fno-strict-aliasing -I${SRCDIR}/..
+#cgo LDFLAGS: -Wl,--unresolved-symbols=ignore-all
 #include <stdlib.h>
 #include "intercept.h"
 const char *augur_job(void);
