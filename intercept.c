@@ -521,7 +521,9 @@ static int first_differs(const char *path)
 		else
 			break;
 	}
-	size_t n = strcspn(p, "/");
+	size_t n = 0;
+	while (p[n] && p[n] != '/')
+		n++;
 	if (n == 0 || (n == 2 && p[0] == '.' && p[1] == '.'))
 		return 0;
 	for (int i = 0; i < st.nroots; i++)

@@ -143,7 +143,8 @@ AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, o
 
 AUGUR_EXPORT int close(int fd)
 {
-	augur_fd_closed(fd);
+	if (fd >= 0 && fd < FD_MAX && augur_fdtab[fd].kind != FD_NONE) /* inline: every close */
+		augur_fd_closed(fd);
 	return CALL_OR_ENOSYS(close, fd);
 }
 
