@@ -717,9 +717,7 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 	}
 	struct augur_event *ev = &r->slots[head & (AUGUR_RING_SLOTS - 1)];
 	size_t len = strlen(abs);
-	ev->hash = fnv1a(abs);
 	ev->bytes = bytes;
-	ev->ts_ns = now_ns();
 	ev->kind = kind;
 	ev->tier = tier;
 	ev->pid = (int32_t)__atomic_load_n(&self_pid, __ATOMIC_RELAXED);

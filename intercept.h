@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 5
+#define AUGUR_ABI_VERSION 6
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
-#define AUGUR_EVENT_PATH 200
+#define AUGUR_EVENT_PATH 216
 #define AUGUR_PENDING_SLOTS 4096 /* power of two */
 #define AUGUR_MAX_ROOTS 16
 #define AUGUR_CONFIG_PATH 1024
@@ -33,7 +33,7 @@ enum {
 
 /* Event flags. */
 enum {
-	AUGUR_EVF_TRUNCATED = 1, /* path did not fit; only hash is exact */
+	AUGUR_EVF_TRUNCATED = 1, /* path did not fit: the file is not known */
 };
 
 /*
@@ -42,9 +42,7 @@ enum {
  */
 struct augur_event {
 	uint64_t seq;
-	uint64_t hash;   /* FNV-1a 64 of the absolute source path */
 	uint64_t bytes;  /* CLOSE: bytes read through the descriptor */
-	uint64_t ts_ns;  /* CLOCK_MONOTONIC */
 	uint32_t kind;
 	int32_t tier;    /* tier that served it, -1 = the original */
 	int32_t pid;

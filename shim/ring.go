@@ -26,9 +26,7 @@ type Event struct {
 	FD        int
 	Bytes     uint64 // Close: bytes read through the descriptor
 	Path      string // absolute source path ("" for Close)
-	Hash      uint64 // FNV-1a of the full path
-	Truncated bool   // Path was cut; Hash is exact
-	TimeNS    uint64 // CLOCK_MONOTONIC
+	Truncated bool   // Path was cut: the file is not known
 }
 
 // stuckAfter is how long a claimed but unfinished slot is waited for
@@ -80,8 +78,6 @@ func decode(ev *C.struct_augur_event) Event {
 		FD:        int(ev.fd),
 		Bytes:     uint64(ev.bytes),
 		Path:      C.GoStringN((*C.char)(unsafe.Pointer(&ev.path[0])), C.int(ev.pathlen)),
-		Hash:      uint64(ev.hash),
 		Truncated: ev.flags&C.AUGUR_EVF_TRUNCATED != 0,
-		TimeNS:    uint64(ev.ts_ns),
 	}
 }
