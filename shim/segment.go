@@ -21,8 +21,9 @@ import (
 // MaxTiers is the number of tiers the data plane can serve from.
 const MaxTiers = C.AUGUR_MAX_TIERS
 
-// SegmentDir holds the job segments.
-var SegmentDir = "/dev/shm"
+// SegmentDir holds the job segments and leader locks; the data plane
+// finds them at the same paths (intercept.c, attach_leader).
+const SegmentDir = "/dev/shm"
 
 const segPrefix, segSuffix = "augur-", ".seg"
 
