@@ -221,3 +221,55 @@ func TestClairvoyantUnplannableRunsReactive(t *testing.T) {
 		t.Fatalf("augur stat does not say the prediction failed:\n%s", text)
 	}
 }
+
+// A file no tier keeps is staged in the RAM tier just ahead of its read
+// and dropped once read: after a one-epoch job the RAM tier holds exactly
+// the files placement gave it, the staged ones were served from it, and
+// every byte is right. The RAM tier holds 28 of the 60 files (the first
+// 28 the job reads) plus a staging budget of 4.
+func TestClairvoyantStagesAndDrops(t *testing.T) {
+	c := NewCase(t)
+	want := imageFolder(t, c, 2, 30) // 60 files of 4000 bytes
+	c.Set("AUGUR_TIERS=" + c.RAM + ":127KiB") // an eighth stages 4 files; 28 fit the rest
+	c.Set("AUGUR_POLICY=clairvoyant")
+	c.Set("AUGUR_EPOCHS=1")
+	job := "cvs-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	order := predicted(t, c, "7", 1, 0, 0)
+	if len(order) != len(want) {
+		t.Fatalf("predicted %d files, want %d", len(order), len(want))
+	}
+	// The reader starts once the plan is made and reads a file every
+	// 20 ms, as a training step would: the staging keeps ahead of it.
+	reader := `import hashlib, sys, time
+time.sleep(1)
+for p in sys.argv[1:]:
+    print(p, hashlib.sha256(open(p, "rb").read()).hexdigest(), flush=True)
+    time.sleep(0.02)
+`
+	out, stderr := c.AugurRun(append([]string{"--seed", "7", "--", Python, "-c", reader}, order...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(order) {
+		t.Fatalf("%d lines from the reader, want %d\n%s", len(lines), len(order), stderr)
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 2 || want[f[0]] != f[1] {
+			t.Fatalf("wrong bytes: %q", l)
+		}
+	}
+	for i, p := range order {
+		_, err := os.Stat(c.CopyOf(c.RAM, p))
+		switch placed := i < 28; {
+		case placed && err != nil:
+			t.Errorf("file %d of the order (placed) has no copy: %v", i, err)
+		case !placed && err == nil:
+			t.Errorf("file %d of the order (staged) was not dropped after its read", i)
+		}
+	}
+	st := jobStats(t, c, job)
+	if st.StagedFiles != 0 || len(st.Tiers) != 1 || st.Tiers[0].Hits < 28+16 {
+		t.Fatalf("staged %d files at the end, tier hits %v: want 0 staged and most of the 32 staged files served from the tier",
+			st.StagedFiles, st.Tiers)
+	}
+}
