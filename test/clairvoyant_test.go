@@ -229,7 +229,7 @@ func TestClairvoyantUnplannableRunsReactive(t *testing.T) {
 // 28 the job reads) plus a staging budget of 4.
 func TestClairvoyantStagesAndDrops(t *testing.T) {
 	c := NewCase(t)
-	want := imageFolder(t, c, 2, 30) // 60 files of 4000 bytes
+	want := imageFolder(t, c, 2, 30)          // 60 files of 4000 bytes
 	c.Set("AUGUR_TIERS=" + c.RAM + ":127KiB") // an eighth stages 4 files; 28 fit the rest
 	c.Set("AUGUR_POLICY=clairvoyant")
 	c.Set("AUGUR_EPOCHS=1")
