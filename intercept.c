@@ -819,7 +819,8 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 	AUGUR_ERRNO_SAVE;
 	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
 	__atomic_fetch_add(&st.seg->counters.bytes[slot], e.bytes, __ATOMIC_RELAXED);
-	emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "");
+	if (__atomic_load_n(&st.seg->leader.want_closes, __ATOMIC_RELAXED))
+		emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "");
 	AUGUR_ERRNO_RESTORE;
 }
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 6
+#define AUGUR_ABI_VERSION 7
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 216
@@ -96,6 +96,9 @@ struct augur_leader {
 	uint64_t fell_back;     /* 1: accesses did not match; reactive now */
 	uint64_t events;        /* events consumed */
 	uint64_t lost;          /* slots skipped: a producer died mid-write */
+	uint64_t want_closes;   /* 1: the policy reads CLOSE events (clairvoyant:
+				 * staged files are dropped once read); else
+				 * the data plane does not send them */
 	char policy[16];
 	char tiers[AUGUR_MAX_TIERS][256];
 };

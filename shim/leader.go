@@ -163,6 +163,11 @@ func (l *Leader) publishIdentity() {
 	setU64(&ld.started_ns, uint64(time.Now().UnixNano()))
 	setU64(&ld.ended_ns, 0)
 	setString(&ld.policy[0], len(ld.policy), l.cfg.Policy)
+	closes := uint64(0)
+	if l.cfg.Policy == "clairvoyant" { // staged files are dropped once read
+		closes = 1
+	}
+	setU64(&ld.want_closes, closes)
 	for i, t := range l.cfg.Tiers {
 		setString(&ld.tiers[i][0], len(ld.tiers[i]), t.Path)
 		setU64(&ld.tier_capacity[i], uint64(t.Capacity))

@@ -268,6 +268,9 @@ for p in sys.argv[1:]:
 		}
 	}
 	st := jobStats(t, c, job)
+	if st.Events != uint64(2*len(order)) { // the clairvoyant policy reads closes too
+		t.Errorf("%d events for %d opens and closes", st.Events, 2*len(order))
+	}
 	if st.StagedFiles != 0 || len(st.Tiers) != 1 || st.Tiers[0].Hits < 28+16 {
 		t.Fatalf("staged %d files at the end, tier hits %v: want 0 staged and most of the 32 staged files served from the tier",
 			st.StagedFiles, st.Tiers)

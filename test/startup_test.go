@@ -38,8 +38,12 @@ func TestJobProcessesRunWithoutGo(t *testing.T) {
 	if out != string(want) {
 		t.Fatalf("cat under augur run: %d bytes, want %d", len(out), len(want))
 	}
-	if st := jobStats(t, c, job); st.Opens != 1 || len(st.Tiers) == 0 || st.Tiers[0].Hits != 1 {
+	st := jobStats(t, c, job)
+	if st.Opens != 1 || len(st.Tiers) == 0 || st.Tiers[0].Hits != 1 {
 		t.Errorf("the read under augur run was not served from the RAM tier: %+v", st)
+	}
+	if st.Events != 1 { // the open; the static policy reads no close events
+		t.Errorf("%d events for one open and close under the static policy, want 1", st.Events)
 	}
 	out, _ = c.AugurRun("--", "grep", "Threads", "/proc/self/status")
 	if n := threadsOf(t, out); n != 1 {
