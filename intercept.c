@@ -526,9 +526,17 @@ static int first_differs(const char *path)
 		n++;
 	if (n == 0 || (n == 2 && p[0] == '.' && p[1] == '.'))
 		return 0;
-	for (int i = 0; i < st.nroots; i++)
-		if (st.firstlen[i] == 0 || (st.firstlen[i] == n && memcmp(st.first[i], p, n) == 0))
+	for (int i = 0; i < st.nroots; i++) {
+		if (st.firstlen[i] == 0)
 			return 0;
+		if (st.firstlen[i] != n)
+			continue;
+		size_t k = 0; /* a short compare: no call */
+		while (k < n && st.first[i][k] == p[k])
+			k++;
+		if (k == n)
+			return 0;
+	}
 	return 1;
 }
 
@@ -549,11 +557,10 @@ static int clean_length(const char *path)
 	return n < PATH_MAX ? (int)n : -1;
 }
 
+static int resolve_slow(int dirfd, const char *path, char *abs);
+
 static int resolve_path(int dirfd, const char *path, char *abs)
 {
-	char cwd[PATH_MAX];
-	const char *base = NULL;
-	int dotdot;
 	if (!path || !*path)
 		return PATH_OTHER;
 	if (path[0] == '/') {
@@ -567,6 +574,17 @@ static int resolve_path(int dirfd, const char *path, char *abs)
 			return cls;
 		}
 	}
+	return resolve_slow(dirfd, path, abs);
+}
+
+/* resolve_slow handles relative paths and paths that need normalising,
+ * apart from resolve_path so that the common case does not set up its
+ * buffers. */
+static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs)
+{
+	char cwd[PATH_MAX];
+	const char *base = NULL;
+	int dotdot;
 	if (path[0] != '/') {
 		base = base_of(dirfd, cwd);
 		if (!base)
