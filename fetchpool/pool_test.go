@@ -164,7 +164,9 @@ func TestFullTierFallsThrough(t *testing.T) {
 // them, even though the second tier's thread is idle (a queue per tier
 // gave a far-future file of the disk tier the same share of the shared
 // filesystem as the next file of the RAM tier). A tier's thread is busy
-// until the copy's done callback returns.
+// until the copy's done callback returns: with both workers held by the
+// first tier's copies (one copying, one waiting for the tier's thread),
+// the second tier's copy waits for a worker.
 func TestOneQueueInRequestOrder(t *testing.T) {
 	files, dir := world(t, 3, 100)
 	a := tier(t, filepath.Join(dir, "a"), 1<<20)
@@ -174,7 +176,7 @@ func TestOneQueueInRequestOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(3)
 	p := New([]tiering.Tier{a, b}, []int64{0, 0}, func(r Result) {
-		if r.Path == files[0] {
+		if r.Path != files[2] { // both copies for the first tier hold their worker
 			<-release
 		}
 		wg.Done()
