@@ -10,6 +10,7 @@
  * every call passes straight through to libc.
  */
 #include "intercept_internal.h"
+#include "intercept_path.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -464,7 +465,7 @@ enum { PATH_OTHER = 0, PATH_FILE = 1, PATH_ABOVE = 2 };
 
 /* classify_abs tells whether abs is inside a dataset root (PATH_FILE), is
  * a root or one of its ancestors (PATH_ABOVE), or neither. */
-static int classify_abs(const char *abs, size_t len)
+static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len)
 {
 	int cls = PATH_OTHER;
 	for (int i = 0; i < st.nroots; i++) {
@@ -505,56 +506,27 @@ static const char *base_of(int dirfd, char *cwd)
  */
 /*
  * first_differs is the fast answer for most paths a program opens: an
- * absolute path whose first component (after any "/" and "./") is the
- * first component of no root can be under no root, and needs neither
- * normalising nor comparing. It says nothing when the component is ".."
- * or empty.
+ * absolute path whose first component is the first component of no root
+ * can be under no root, and needs neither normalising nor comparing. It
+ * says nothing (0) when the path starts with "//" or "/.", which the
+ * slow answer normalises.
  */
 static int first_differs(const char *path)
 {
-	const char *p = path;
-	for (;;) {
-		while (*p == '/')
-			p++;
-		if (p[0] == '.' && (p[1] == '/' || p[1] == 0))
-			p++;
-		else
-			break;
-	}
-	size_t n = 0;
-	while (p[n] && p[n] != '/')
-		n++;
-	if (n == 0 || (n == 2 && p[0] == '.' && p[1] == '.'))
+	const char *p = path + 1;
+	if (*p == '/' || *p == '.' || *p == 0)
 		return 0;
 	for (int i = 0; i < st.nroots; i++) {
-		if (st.firstlen[i] == 0)
+		const char *f = st.first[i];
+		size_t n = st.firstlen[i], k = 0; /* a short compare: no call */
+		if (n == 0)
 			return 0;
-		if (st.firstlen[i] != n)
-			continue;
-		size_t k = 0; /* a short compare: no call */
-		while (k < n && st.first[i][k] == p[k])
+		while (k < n && f[k] == p[k])
 			k++;
-		if (k == n)
+		if (k == n && (p[k] == '/' || p[k] == 0))
 			return 0;
 	}
 	return 1;
-}
-
-/* clean_length returns the length of an absolute path that is already
- * normal (no empty, "." or ".." component, no trailing slash), or -1:
- * most paths are, and need no copy to be classified. */
-static int clean_length(const char *path)
-{
-	for (const char *p = path; p; p = strchr(p + 1, '/')) {
-		const char *c = p + 1;
-		if (*c == '/' || *c == 0)
-			return p == path && *c == 0 ? 1 : -1;
-		if (c[0] == '.' && (c[1] == '/' || c[1] == 0 ||
-				    (c[1] == '.' && (c[2] == '/' || c[2] == 0))))
-			return -1;
-	}
-	size_t n = strlen(path);
-	return n < PATH_MAX ? (int)n : -1;
 }
 
 static int resolve_slow(int dirfd, const char *path, char *abs);

@@ -1,0 +1,22 @@
+package test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestPathScan holds the data plane's 16-bytes-at-a-time check of whether
+// a path is already normal against the byte-by-byte one, for every path
+// of up to four pieces ("/", "//", "/.", "/..", names) at every alignment
+// (test/c/pathscan.c). A wrong answer there would serve, or miss, a
+// dataset file by a path such as "/data//x" or "/data/./x".
+func TestPathScan(t *testing.T) {
+	for _, flags := range [][]string{{"-O2"}, {"-O0"}} {
+		prog := compileTestC(t, t.TempDir(), "pathscan", flags...)
+		out, err := exec.Command(prog).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "ok ") {
+			t.Fatalf("pathscan %v: %v\n%s", flags, err, out)
+		}
+	}
+}
