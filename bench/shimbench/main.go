@@ -16,7 +16,7 @@
 // training frameworks do. Each pair is measured in alternating rounds and
 // the medians compared, so drift on a shared machine hits both sides.
 //
-//	go run ./bench/shimbench [-rounds 9] [-json FILE]
+//	go run ./bench/shimbench [-rounds 21] [-json FILE]
 package main
 
 import (
@@ -48,7 +48,7 @@ type Result struct {
 }
 
 func main() {
-	rounds := flag.Int("rounds", 9, "alternating rounds per measurement")
+	rounds := flag.Int("rounds", 21, "alternating rounds per measurement")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	lib := flag.String("lib", "build/libaugur.so", "the shim library")
 	instr := flag.Bool("instructions", false, "also count instructions per call with valgrind (callgrind; slow)")
