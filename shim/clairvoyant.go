@@ -405,6 +405,26 @@ func (c *clairvoyant) onClose(ev Event) {
 	c.pumpAll()
 }
 
+// forget marks the copy of a file a revalidator found stale and removed
+// as gone, and gives its bytes back to its tier: the file is fetched again
+// with its new content when the prefetch reaches it, or read from the
+// original.
+func (c *clairvoyant) forget(d dropped) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx, ok := c.pred.Index(d.path)
+	if !ok || int(c.where[idx]) != d.tier {
+		return
+	}
+	c.where[idx] = -1
+	if c.staged[idx] {
+		delete(c.staged, idx)
+		c.stagedBytes -= c.sizes[idx]
+	}
+	c.pool.Release(d.tier, d.bytes)
+	c.publishCounts()
+}
+
 // publishCounts writes tier usage and staging to the segment.
 //
 // Preconditions: c.mu is held.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -24,12 +25,16 @@ type Leader struct {
 	tiers []tierState
 	ring  ringReader
 	// checked is when each served copy's source was last compared with
-	// it; only the run goroutine uses it.
+	// it; only the run goroutine uses it. recheck hands those comparisons
+	// to the revalidators.
 	checked map[string]time.Time
-	react   *reactive    // the reactive policy, or clairvoyant's fallback
-	clair   *clairvoyant // nil unless the policy is clairvoyant and planned
-	plans   chan planned // the clairvoyant plan in the making, until run adopts it
-	early   []Event      // opens and closes seen while planning, for the plan
+	recheck chan Event
+	dropped chan dropped   // stale copies the revalidators removed, for the policies
+	workers sync.WaitGroup // the revalidators
+	react   *reactive      // the reactive policy, or clairvoyant's fallback
+	clair   *clairvoyant   // nil unless the policy is clairvoyant and planned
+	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
+	early   []Event        // opens and closes seen while planning, for the plan
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -55,7 +60,8 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: map[string]time.Time{},
+		checked: map[string]time.Time{}, recheck: make(chan Event, recheckQueue),
+		dropped: make(chan dropped, recheckQueue),
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
@@ -72,6 +78,10 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		l.plans = l.planInBackground()
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
+	for i := 0; i < revalidators; i++ {
+		l.workers.Add(1)
+		go l.revalidator()
+	}
 	go l.run()
 	return l, nil
 }
@@ -247,6 +257,8 @@ func (l *Leader) run() {
 		case p := <-l.plans:
 			l.plans = nil
 			l.adopt(p)
+		case d := <-l.dropped:
+			l.forget(d)
 		case <-tick.C:
 		}
 		if recount {
@@ -274,11 +286,11 @@ func (l *Leader) handle(ev Event) bool {
 		}
 		l.early = append(l.early, ev)
 		if ev.Kind == EvOpen && ev.Tier >= 0 {
-			l.revalidate(ev)
+			l.queueRevalidate(ev)
 		}
 	case ev.Kind == EvOpen:
 		if ev.Tier >= 0 {
-			l.revalidate(ev)
+			l.queueRevalidate(ev)
 		}
 		if l.clair != nil {
 			l.clair.onOpen(ev)
@@ -327,6 +339,7 @@ const drainTimeout = 30 * time.Second
 func (l *Leader) Close() {
 	close(l.stop)
 	<-l.done
+	l.workers.Wait()
 	l.ring.poll(1<<30, func(ev Event) { l.handle(ev) })
 	switch {
 	case l.react != nil:
@@ -372,20 +385,55 @@ func (c *Config) RootForms() []string {
 	return forms
 }
 
-// revalidate drops the copy behind an open event if its source changed,
-// checking each file at most once per Config.Revalidate. The data plane
-// serves copies without touching the shared filesystem; this catches a
-// source rewritten behind augur's back (not through the shim).
-// A reader that already has the copy open keeps reading the old content
-// whole; the next open reads the new one from the original.
-func (l *Leader) revalidate(ev Event) {
+// Revalidation: the data plane serves copies without touching the shared
+// filesystem; the leader compares each served copy with its source, at
+// most once per Config.Revalidate, to catch a source rewritten behind
+// augur's back (not through the shim). A reader that already has the copy
+// open keeps reading the old content whole; the next open reads the new
+// one from the original. The comparison is a metadata request to the
+// shared filesystem (a millisecond or more), so it runs beside the run
+// goroutine, which must keep up with the ring: a run loop that waited for
+// one stat per served open fell behind a job reading two thousand files a
+// second, and the prefetcher behind it.
+const (
+	revalidators = 8    // comparisons in flight
+	recheckQueue = 4096 // comparisons waiting
+)
+
+// queueRevalidate hands the copy behind a tier-served open to the
+// revalidators, if it is due. When all are busy and the queue is full,
+// the file is asked for again at its next open.
+//
+// Preconditions: called from the run goroutine.
+func (l *Leader) queueRevalidate(ev Event) {
 	if ev.Truncated || ev.Tier >= len(l.tiers) || l.tiers[ev.Tier].lock == nil {
 		return
 	}
 	if last, ok := l.checked[ev.Path]; ok && time.Since(last) < l.cfg.Revalidate {
 		return
 	}
-	l.checked[ev.Path] = time.Now()
+	select {
+	case l.recheck <- ev:
+		l.checked[ev.Path] = time.Now()
+	default:
+	}
+}
+
+func (l *Leader) revalidator() {
+	defer l.workers.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case ev := <-l.recheck:
+			l.revalidate(ev)
+		}
+	}
+}
+
+// revalidate drops the copy behind a tier-served open if its source
+// changed.
+func (l *Leader) revalidate(ev Event) {
 	cp, err := tiering.CopyPath(l.tiers[ev.Tier].Path, ev.Path)
 	if err != nil {
 		return
@@ -394,18 +442,46 @@ func (l *Leader) revalidate(ev Event) {
 	if unix.Stat(cp, &cst) != nil {
 		return
 	}
-	err = statRetry(ev.Path, &src)
+	err = statSource(ev.Path, &src)
 	if err == nil && src.Size == cst.Size && src.Mtim == cst.Mtim {
 		return
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		return // cannot tell; keep the copy
 	}
-	if os.Remove(cp) == nil {
-		l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)
-		addU64(&l.seg.s.leader.stale_removed, 1)
-		if l.react != nil {
-			l.react.known.Delete(ev.Path)
-		}
+	if os.Remove(cp) != nil {
+		return
+	}
+	l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)
+	addU64(&l.seg.s.leader.stale_removed, 1)
+	select {
+	case l.dropped <- dropped{ev.Path, ev.Tier, cst.Size}:
+	case <-l.stop:
+	}
+}
+
+// statSource is how a revalidator stats a source; a test makes it slow.
+var statSource = statRetry
+
+// dropped is a stale copy a revalidator removed.
+type dropped struct {
+	path  string
+	tier  int
+	bytes int64
+}
+
+// forget tells the policy that d's copy is gone, so that it fetches the
+// new content again.
+//
+// Preconditions: called from the run goroutine.
+func (l *Leader) forget(d dropped) {
+	switch {
+	case l.clair != nil: // also when it fell back: its pool is the reactive one
+		l.clair.forget(d)
+	case l.react != nil:
+		l.react.pool.Release(d.tier, d.bytes)
+	}
+	if l.react != nil {
+		l.react.known.Delete(d.path)
 	}
 }

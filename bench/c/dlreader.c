@@ -3,8 +3,8 @@
  * C, through plain libc calls, as PyTorch's DataLoader workers do it.
  *
  *   dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]
- *            [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-n] [-S] [-b] [-p]
- *            [-L LATDIR] LIST ORDER
+ *            [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-s STARTUP_US] [-n] [-S]
+ *            [-b] [-p] [-L LATDIR] LIST ORDER
  *
  * LIST has one sample per line, in dataset index order:
  *     f <offset> <length> <path>   a whole file (offset 0, length its size)
@@ -22,7 +22,10 @@
  * (or the batch's bytes at COMPUTE_MBPS) by sleeping: the GPU computes,
  * the CPU is free. With -S (the default is on; -S turns it off) ranks meet
  * at a barrier after every step, as DDP's gradient all-reduce makes them.
- * -n reads nothing (the compute loop alone).
+ * -n reads nothing (the compute loop alone). -s sleeps STARTUP_US before the
+ * first epoch, the time a training script spends before its first batch
+ * (imports, building the model, connecting the ranks) without reading the
+ * dataset; the epochs' times do not include it.
  *
  * Output, one line per epoch on stdout:
  *     epoch E samples N bytes B wall_ns T stall_ns S stall_max_ns M
@@ -65,6 +68,7 @@ struct sample {
 static int ranks = 1, workers = 0, batch = 32, prefetch = 2, noio, sync_steps = 1;
 static int barrier_stdin, progress;
 static long long compute_ns;
+static long long startup_ns; /* -s: before the first epoch */
 static double compute_bps;
 static char mode = 'w';
 static const char *latdir;
@@ -606,15 +610,15 @@ static int run_epoch(int e)
 static void usage(void)
 {
 	fprintf(stderr, "usage: dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]\n"
-			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-n] [-S] [-b] [-p] [-L LATDIR]\n"
-			"                LIST ORDER\n");
+			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-s STARTUP_US] [-n] [-S] [-b]\n"
+			"                [-p] [-L LATDIR] LIST ORDER\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "R:W:B:P:c:t:m:nSbpL:")) != -1) {
+	while ((opt = getopt(argc, argv, "R:W:B:P:c:t:m:s:nSbpL:")) != -1) {
 		switch (opt) {
 		case 'R': ranks = atoi(optarg); break;
 		case 'W': workers = atoi(optarg); break;
@@ -632,6 +636,7 @@ int main(int argc, char **argv)
 			else
 				usage();
 			break;
+		case 's': startup_ns = atoll(optarg) * 1000; break;
 		case 'n': noio = 1; break;
 		case 'S': sync_steps = 0; break;
 		case 'b': barrier_stdin = 1; break;
@@ -641,7 +646,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 2 || ranks < 1 || workers < 0 || batch < 1 || prefetch < 1 ||
-	    compute_ns < 0 || compute_bps < 0)
+	    compute_ns < 0 || compute_bps < 0 || startup_ns < 0)
 		usage();
 	load_list(argv[optind]);
 	load_order(argv[optind + 1]);
@@ -665,6 +670,7 @@ int main(int argc, char **argv)
 	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
 	if (pthread_barrier_init(&sh->step, &ba, ranks) != 0)
 		die("pthread_barrier_init");
+	sleep_ns(startup_ns);
 	for (int e = 0; e < epochs; e++) {
 		if (run_epoch(e) < 0)
 			return 1;

@@ -120,6 +120,7 @@ func printScenario(w io.Writer, sr *scenarioResult) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	printBound(w, sr)
+	printStalls(w, sr)
 }
 
 // printBound prints each configuration's first epoch against the lower
@@ -144,6 +145,39 @@ func printBound(w io.Writer, sr *scenarioResult) {
 		fmt.Fprintf(w, " %s %.2fx", r.Config, r.Result.Epochs[0].Seconds/bound)
 	}
 	fmt.Fprintln(w)
+}
+
+// printStalls prints the first epoch's stall of the policies, reading at
+// once and after the job's start-up, and how much lower clairvoyant's is
+// than reactive's.
+func printStalls(w io.Writer, sr *scenarioResult) {
+	line := func(what string, runs []*run) {
+		var parts []string
+		for _, r := range runs {
+			if !strings.HasPrefix(r.Config, "augur-") || r.Config == "augur-warm" || r.Result == nil ||
+				r.Error != "" || len(r.Result.Epochs) == 0 {
+				continue
+			}
+			ep := r.Result.Epochs[0]
+			parts = append(parts, fmt.Sprintf("%s %.2fs (stall %.3fs)", r.Config, ep.Seconds, ep.Stall))
+		}
+		if len(parts) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "epoch 1, %s: %s", what, strings.Join(parts, ", "))
+		re, cl := find(runs, "augur-reactive"), find(runs, "augur-clairvoyant")
+		if re != nil && cl != nil && len(re.Result.Epochs) > 0 && len(cl.Result.Epochs) > 0 {
+			fmt.Fprintf(w, "; stall reactive / clairvoyant %s", ratio(re.Result.Epochs[0].Stall, cl.Result.Epochs[0].Stall))
+		}
+		fmt.Fprintln(w)
+	}
+	line("reading at once", sr.Runs)
+	for _, r := range sr.WithStartup {
+		if r.Result != nil {
+			line(fmt.Sprintf("after a start-up of %v", r.Result.Workload.Startup), sr.WithStartup)
+			break
+		}
+	}
 }
 
 // printSummary prints, per scenario, each configuration's total time as a

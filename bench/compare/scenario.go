@@ -64,17 +64,16 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	fmt.Printf("  the emulated PFS delivers %.0f MB/s to %d parallel readers (%.2fs for the dataset)\n",
 		sr.PFSRate/1e6, rateReaders, float64(ds.Bytes)/sr.PFSRate)
 	counters := func() (pfsemu.Stats, error) { return srv.Stats(), nil }
-	for _, c := range configs {
-		r := &run{Config: c.name, About: c.about}
-		sr.Runs = append(sr.Runs, r)
+	// one runs configuration c with workload w; label names the run.
+	one := func(c config, w dlbench.Workload, label string) (*run, error) {
+		r := &run{Config: label, About: c.about}
 		if c.policy != "" && policies[c.policy] != "available" {
 			r.Skipped = policies[c.policy]
-			continue
+			return r, nil
 		}
 		if srv, err = ensureMounted(srv, popts, r); err != nil {
 			return nil, err
 		}
-		w := workload()
 		job := ""
 		x := dlbench.Exec{Reader: e.reader, Counters: counters, Root: mnt, BetweenEpochs: dlbench.DropCaches}
 		switch c.read {
@@ -89,7 +88,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 					return nil, err
 				}
 			}
-			job = fmt.Sprintf("bench-%d-%s-%s", os.Getpid(), s.Name, c.name)
+			job = fmt.Sprintf("bench-%d-%s-%s", os.Getpid(), s.Name, label)
 			x.Preload = e.lib
 			x.Env = []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec, "AUGUR_POLICY=" + c.policy,
 				fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
@@ -102,14 +101,12 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 			return nil, err
 		}
 		if c.warm {
-			if ok, err := e.warm(r, x.Env, srv); err != nil {
-				return nil, err
-			} else if !ok {
-				continue
+			if ok, err := e.warm(r, x.Env, srv); err != nil || !ok {
+				return r, err
 			}
 		}
-		x.Progress = prog.Func(s.Name + " " + c.name)
-		res, err := dlbench.Run(e.ctx, c.name, ds, w, x)
+		x.Progress = prog.Func(s.Name + " " + label)
+		res, err := dlbench.Run(e.ctx, label, ds, w, x)
 		prog.Clear()
 		r.Result = res
 		if err == nil {
@@ -117,15 +114,37 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		}
 		if err != nil {
 			r.Error = err.Error()
-			fmt.Printf("  %-18s failed: %v\n", c.name, err)
-			continue
+			fmt.Printf("  %-26s failed: %v\n", label, err)
+			return r, nil
 		}
 		if job != "" {
 			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
 				r.AugurStat = json.RawMessage(out)
 			}
 		}
-		fmt.Printf("  %-18s epochs %s  total %.2fs\n", c.name, epochList(r), r.total())
+		fmt.Printf("  %-26s epochs %s  total %.2fs\n", label, epochList(r), r.total())
+		return r, nil
+	}
+	for _, c := range configs {
+		r, err := one(c, workload(), c.name)
+		if err != nil {
+			return nil, err
+		}
+		sr.Runs = append(sr.Runs, r)
+	}
+	// The same job with a start-up before its first read, for the
+	// configurations whose first epoch can use it.
+	for _, c := range configs {
+		if !c.startup {
+			continue
+		}
+		w := workload()
+		w.Startup = startup
+		r, err := one(c, w, c.name)
+		if err != nil {
+			return nil, err
+		}
+		sr.WithStartup = append(sr.WithStartup, r)
 	}
 	sr.Seconds = time.Since(start).Seconds()
 	return sr, nil

@@ -335,6 +335,18 @@ func TestRunNoIOAndErrors(t *testing.T) {
 		t.Errorf("no-io epoch %+v", e)
 	}
 
+	// Start-up comes before the first epoch and outside it.
+	w.Startup = 200 * time.Millisecond
+	res, err = Run(context.Background(), "startup", ds, w, Exec{Reader: reader(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Overhead < 0.200 || res.Seconds < res.Epochs[0].Seconds+0.200 {
+		t.Errorf("with 200ms of start-up: process %.3fs, overhead %.3fs, epoch %.3fs",
+			res.Seconds, res.Overhead, res.Epochs[0].Seconds)
+	}
+	w.Startup = 0
+
 	// A missing sample is an error of that epoch, not the end of the run.
 	os.Remove(filepath.Join(ds.Root, filepath.FromSlash(ds.Samples[3].Path)))
 	w.NoIO = false

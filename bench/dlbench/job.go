@@ -63,6 +63,7 @@ type JobSpec struct {
 	Prefetch    int      `toml:"prefetch"`
 	Compute     string   `toml:"compute"`      // per batch: "20ms"
 	ComputeRate string   `toml:"compute_rate"` // "500MB/s"
+	Startup     string   `toml:"startup"`      // before the first read: "1s"
 	ReadMode    string   `toml:"read_mode"`
 	NoIO        bool     `toml:"no_io"`
 	NoSync      bool     `toml:"no_sync"`
@@ -205,6 +206,11 @@ func (j *JobSpec) Workload() (Workload, error) {
 			return w, fmt.Errorf("job %s: compute_rate: %v", j.Name, err)
 		}
 	}
+	if j.Startup != "" {
+		if w.Startup, err = time.ParseDuration(j.Startup); err != nil {
+			return w, fmt.Errorf("job %s: startup: %v", j.Name, err)
+		}
+	}
 	if err := w.Validate(); err != nil {
 		return w, fmt.Errorf("job %s: %v", j.Name, err)
 	}
@@ -334,6 +340,7 @@ func Flags(fs *flag.FlagSet) func(f *File) error {
 	str("batch", "batch size (default 32)", atoi(func(j *JobSpec) *int { return &j.Batch }))
 	str("prefetch", "batches in flight per worker (default 2)", atoi(func(j *JobSpec) *int { return &j.Prefetch }))
 	str("compute", "compute time per batch, like 20ms", jobs(func(j *JobSpec, v string) error { j.Compute = v; return nil }))
+	str("startup", "time before the first read, doing no I/O (imports, model set-up), like 1s", jobs(func(j *JobSpec, v string) error { j.Startup = v; return nil }))
 	str("compute-rate", "compute throughput, like 500MB/s (adds batch bytes / rate per batch)", jobs(func(j *JobSpec, v string) error { j.ComputeRate = v; return nil }))
 	str("read-mode", "whole, pread or mmap (default whole)", jobs(func(j *JobSpec, v string) error { j.ReadMode = v; return nil }))
 	boolean("no-io", "the compute loop alone", jobs(func(j *JobSpec, v string) error { j.NoIO = boolv(v); return nil }))

@@ -45,6 +45,9 @@ type Workload struct {
 	// NoSync lets ranks run apart; by default they meet after every step
 	// as DDP's gradient all-reduce makes them.
 	NoSync bool `json:"no_sync,omitempty"`
+	// Startup is the time the job spends before its first read (imports,
+	// building the model), doing no I/O. Not part of any epoch's time.
+	Startup time.Duration `json:"startup_ns,omitempty"`
 }
 
 // DefaultWorkload is a small DDP job: 1 rank, 2 workers, batches of 32,
@@ -69,6 +72,8 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("prefetch %d: need at least 1", w.Prefetch)
 	case w.Compute < 0 || w.ComputeRate < 0:
 		return errors.New("compute time and rate must not be negative")
+	case w.Startup < 0:
+		return errors.New("start-up time must not be negative")
 	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap:
 		return fmt.Errorf("read mode %q: want whole, pread or mmap", w.ReadMode)
 	}
@@ -85,8 +90,12 @@ func (w *Workload) Describe() string {
 	if w.NoIO {
 		io = "no I/O"
 	}
-	return fmt.Sprintf("%d rank(s) x %d worker(s), batch %d, prefetch %d, %s, %s, %d epochs, %s sampler seed %d",
+	d := fmt.Sprintf("%d rank(s) x %d worker(s), batch %d, prefetch %d, %s, %s, %d epochs, %s sampler seed %d",
 		w.Ranks, w.Workers, w.Batch, w.Prefetch, c, io, w.Epochs, w.Sampler, w.Seed)
+	if w.Startup > 0 {
+		d += fmt.Sprintf(", start-up %v", w.Startup)
+	}
+	return d
 }
 
 // Exec says how to run the readers.
@@ -166,6 +175,9 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 	}
 	if w.NoIO {
 		argv = append(argv, "-n")
+	}
+	if w.Startup > 0 {
+		argv = append(argv, "-s", strconv.FormatInt(w.Startup.Microseconds(), 10))
 	}
 	if w.NoSync {
 		argv = append(argv, "-S")

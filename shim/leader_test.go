@@ -1,0 +1,95 @@
+package shim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// Comparing a served copy with its source is a metadata request to the
+// shared filesystem. While those requests hang, the leader still takes
+// every open event at once (it once stat'ed the source inside its event
+// loop, and fell behind a job reading thousands of files a second); once
+// they answer, the copy whose source changed is dropped.
+func TestRevalidationDoesNotHoldUpEvents(t *testing.T) {
+	root := t.TempDir()
+	tier := tiering.Tier{Path: t.TempDir(), Capacity: 1 << 20, Threads: 1}
+	if err := tier.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 * revalidators // more than can be in flight
+	var files []string
+	for i := 0; i < n; i++ {
+		f := filepath.Join(root, fmt.Sprintf("f%02d", i))
+		must(t, os.WriteFile(f, []byte("old"), 0o644))
+		if _, err := tiering.Publish(tier, f); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	release := make(chan struct{})
+	statSource = func(p string, st *unix.Stat_t) error {
+		<-release
+		return statRetry(p, st)
+	}
+	defer func() { statSource = statRetry }()
+
+	job := fmt.Sprintf("unit-revalidate-%d", os.Getpid())
+	seg, err := AttachSegment(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		seg.Close()
+		os.Remove(SegmentPath(job))
+		os.Remove(filepath.Join(SegmentDir, segPrefix+job+".leader"))
+	})
+	cfg := &Config{Roots: []string{root}, Policy: "static", Revalidate: 0, Tiers: []tiering.Tier{tier}}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	handled := make(chan struct{})
+	go func() {
+		for _, f := range files {
+			l.handle(Event{Kind: EvOpen, Tier: 0, Path: f})
+		}
+		close(handled)
+	}()
+	select {
+	case <-handled:
+	case <-time.After(30 * time.Second):
+		close(release)
+		l.Close()
+		t.Fatal("the leader waited for the shared filesystem to handle open events")
+	}
+
+	must(t, os.WriteFile(files[0], []byte("newer"), 0o644))
+	close(release)
+	cp, _ := tiering.CopyPath(tier.Path, files[0])
+	for deadline := time.Now().Add(30 * time.Second); u64(&seg.s.leader.stale_removed) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stale copy was not dropped")
+		}
+	}
+	l.Close() // waits for the revalidators
+	if _, err := os.Stat(cp); !os.IsNotExist(err) {
+		t.Errorf("the stale copy is still there: %v", err)
+	}
+	if got := u64(&seg.s.leader.stale_removed); got != 1 {
+		t.Errorf("stale copies removed: %d, want 1", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
