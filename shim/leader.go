@@ -341,6 +341,9 @@ func (l *Leader) Close() {
 	<-l.done
 	l.workers.Wait()
 	l.ring.poll(1<<30, func(ev Event) { l.handle(ev) })
+	if l.react != nil {
+		l.react.drain()
+	}
 	switch {
 	case l.react != nil:
 		l.react.pool.Drain(drainTimeout)

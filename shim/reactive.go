@@ -24,6 +24,7 @@ type reactive struct {
 	l     *Leader
 	pool  *fetchpool.Pool
 	known *xsync.MapOf[string, struct{}] // files fetched or found placed
+	stat  chan string                    // files to stat and fetch, in order of first open
 	mu    sync.Mutex                     // guards files
 	files []int64                        // copies published per tier
 	warn  sync.Once
@@ -42,10 +43,15 @@ func reactiveWith(l *Leader) *reactive {
 	for i, t := range l.tiers {
 		files[i] = t.usage.Files
 	}
-	return &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files}
+	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files,
+		stat: make(chan string, recheckQueue)}
+	l.workers.Add(1)
+	go r.statter()
+	return r
 }
 
-// onOpen handles one open event.
+// onOpen handles one open event: a file read from its original is
+// fetched, once.
 func (r *reactive) onOpen(ev Event) {
 	if ev.Tier >= 0 || ev.Truncated {
 		return
@@ -53,15 +59,53 @@ func (r *reactive) onOpen(ev Event) {
 	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
 		return
 	}
+	select {
+	case r.stat <- ev.Path:
+	default: // the statter is behind by a full queue: its next open asks again
+		r.known.Delete(ev.Path)
+	}
+}
+
+// statter stats and fetches the files onOpen queued. A stat is a metadata
+// request to the shared filesystem, which the leader's run goroutine must
+// not wait for (see revalidators); one statter, so that the files are
+// fetched, and placed, in the order they were first opened.
+func (r *reactive) statter() {
+	defer r.l.workers.Done()
+	for {
+		select {
+		case <-r.l.stop:
+			return
+		case p := <-r.stat:
+			r.fetch(p)
+		}
+	}
+}
+
+// drain fetches the files still queued for the statter, once it has
+// stopped (Leader.Close).
+func (r *reactive) drain() {
+	for {
+		select {
+		case p := <-r.stat:
+			r.fetch(p)
+		default:
+			return
+		}
+	}
+}
+
+// fetch queues the copy of a file some process opened from its original.
+func (r *reactive) fetch(path string) {
 	var st unix.Stat_t
-	if err := statRetry(ev.Path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := statRetry(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
-	if tiering.Lookup(r.l.cfg.Tiers, ev.Path, &st) >= 0 {
+	if tiering.Lookup(r.l.cfg.Tiers, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
 	}
-	if r.pool.Fetch(ev.Path, st.Size) {
-		r.l.seg.markCopying(ev.Path)
+	if r.pool.Fetch(path, st.Size) {
+		r.l.seg.markCopying(path)
 		addU64(&r.l.seg.s.leader.inflight, 1)
 	}
 }
