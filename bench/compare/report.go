@@ -147,9 +147,10 @@ func printBound(w io.Writer, sr *scenarioResult) {
 	fmt.Fprintln(w)
 }
 
-// printStalls prints the first epoch's stall of the policies, reading at
-// once and after the job's start-up, and how much lower clairvoyant's is
-// than reactive's.
+// printStalls prints the first epoch's stall of the policies, and again
+// after the job's start-up, and how much lower clairvoyant's is than
+// reactive's. (The C reader reads at once; a Python script imports its
+// libraries first.)
 func printStalls(w io.Writer, sr *scenarioResult) {
 	line := func(what string, runs []*run) {
 		var parts []string
@@ -164,17 +165,17 @@ func printStalls(w io.Writer, sr *scenarioResult) {
 		if len(parts) == 0 {
 			return
 		}
-		fmt.Fprintf(w, "epoch 1, %s: %s", what, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "epoch 1%s: %s", what, strings.Join(parts, ", "))
 		re, cl := find(runs, "augur-reactive"), find(runs, "augur-clairvoyant")
 		if re != nil && cl != nil && len(re.Result.Epochs) > 0 && len(cl.Result.Epochs) > 0 {
 			fmt.Fprintf(w, "; stall reactive / clairvoyant %s", ratio(re.Result.Epochs[0].Stall, cl.Result.Epochs[0].Stall))
 		}
 		fmt.Fprintln(w)
 	}
-	line("reading at once", sr.Runs)
+	line("", sr.Runs)
 	for _, r := range sr.WithStartup {
 		if r.Result != nil {
-			line(fmt.Sprintf("after a start-up of %v", r.Result.Workload.Startup), sr.WithStartup)
+			line(fmt.Sprintf(", after a start-up of %v", r.Result.Workload.Startup), sr.WithStartup)
 			break
 		}
 	}
