@@ -369,6 +369,7 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		return
 	}
 	c.where[idx] = int8(res.Tier)
+	c.l.copied(res.Path)
 	if c.staged[idx] && res.Tier != 0 { // moved on by a tier failure: not staged
 		delete(c.staged, idx)
 		c.stagedBytes -= c.sizes[idx]

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"errors"
+	"github.com/puzpuzpuz/xsync/v3"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,9 +26,9 @@ type Leader struct {
 	tiers []tierState
 	ring  ringReader
 	// checked is when each served copy's source was last compared with
-	// it; only the run goroutine uses it. recheck hands those comparisons
-	// to the revalidators.
-	checked map[string]time.Time
+	// it, or the copy made; recheck hands those comparisons to the
+	// revalidators.
+	checked *xsync.MapOf[string, time.Time]
 	recheck chan Event
 	dropped chan dropped   // stale copies the revalidators removed, for the policies
 	workers sync.WaitGroup // the revalidators
@@ -60,7 +61,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: map[string]time.Time{}, recheck: make(chan Event, recheckQueue),
+		checked: xsync.NewMapOf[string, time.Time](), recheck: make(chan Event, recheckQueue),
 		dropped: make(chan dropped, recheckQueue),
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
@@ -412,14 +413,21 @@ func (l *Leader) queueRevalidate(ev Event) {
 	if ev.Truncated || ev.Tier >= len(l.tiers) || l.tiers[ev.Tier].lock == nil {
 		return
 	}
-	if last, ok := l.checked[ev.Path]; ok && time.Since(last) < l.cfg.Revalidate {
+	if last, ok := l.checked.Load(ev.Path); ok && time.Since(last) < l.cfg.Revalidate {
 		return
 	}
 	select {
 	case l.recheck <- ev:
-		l.checked[ev.Path] = time.Now()
+		l.checked.Store(ev.Path, time.Now())
 	default:
 	}
+}
+
+// copied records that a copy of path was just published: the publish
+// compared it with its source, so the first open of a file prefetched in
+// this job does not ask the shared filesystem again.
+func (l *Leader) copied(path string) {
+	l.checked.Store(path, time.Now())
 }
 
 func (l *Leader) revalidator() {

@@ -124,6 +124,7 @@ func (r *reactive) done(res fetchpool.Result) {
 		}
 		return
 	}
+	r.l.copied(res.Path)
 	addU64(&ld.copies, 1)
 	addU64(&ld.copy_bytes, uint64(res.Bytes))
 	r.mu.Lock()
