@@ -64,6 +64,12 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 	if _, err := os.Stat(lib); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", lib, err)
 	}
+	// This process (the job's leader) on CPU 0, the measured processes on
+	// CPU 1: they never take turns on one core, which made the ratios
+	// move by several percent from run to run.
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+		return fmt.Errorf("taskset: %v: %s", err, out)
+	}
 	w, err := newWorld(lib)
 	if err != nil {
 		return err
@@ -203,7 +209,7 @@ func (w *world) close() {
 
 // micro runs the C reader once and returns its ns per operation.
 func (w *world) microRun(preload bool, args []string) float64 {
-	cmd := exec.Command(w.micro, args...)
+	cmd := exec.Command("taskset", append([]string{"-c", "1", w.micro}, args...)...) // see run
 	cmd.Env = w.env
 	if preload {
 		cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
