@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,10 @@ func (e *TierError) Unwrap() error { return e.Err }
 
 // copyBuf is the unit of Publish's copy loop.
 const copyBuf = 1 << 20
+
+// copyBufs keeps the copy loops' buffers: a fresh megabyte per file,
+// zeroed by the runtime, cost the copier a fifth of its CPU time.
+var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
 
 // Publish copies source into tier under the atomic publish protocol and
 // returns the bytes copied. On any error nothing is published and the
@@ -89,7 +94,9 @@ func fill(tmp, src *os.File, sync bool) (int64, error) {
 }
 
 func copyLoop(dst, src *os.File) (int64, error) {
-	buf := make([]byte, copyBuf)
+	b := copyBufs.Get().(*[copyBuf]byte)
+	defer copyBufs.Put(b)
+	buf := b[:]
 	var n int64
 	for {
 		r, err := src.Read(buf)
