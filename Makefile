@@ -59,7 +59,7 @@ bench-shim: build
 
 # The side-by-side comparison (issue 3): every configuration that exists so
 # far over the emulated PFS in scenarios S1-S3, then a PyTorch DataLoader;
-# ratio tables on stdout, bench/results/bench.json and bench.png. Root.
+# ratio tables on stdout and in bench/results/bench.txt, bench.json and bench.png. Root.
 .PHONY: bench
 $(BUILD)/dlreader: bench/c/dlreader.c
 	gcc -O2 $(CWARN) -pthread -o $@ $<

@@ -279,10 +279,28 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 	if err := plotEpochs(filepath.Join(out, "bench.png"), rep); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
+	if err := writeTables(filepath.Join(out, "bench.txt"), rep); err != nil {
+		return err
+	}
 	fmt.Printf("\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(os.Stdout, rep)
-	fmt.Printf("\nwrote %s and %s in %.0fs\n", filepath.Join(out, "bench.json"), filepath.Join(out, "bench.png"), rep.Seconds)
+	fmt.Printf("\nwrote bench.json, bench.txt and bench.png in %s in %.0fs\n", out, rep.Seconds)
 	return nil
+}
+
+// writeTables writes every table of rep into the file name.
+func writeTables(name string, rep *report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "make bench, %s: workload %s\n", rep.Started.Format(time.RFC3339), rep.Workload.Describe())
+	for _, sr := range rep.Scenarios {
+		printScenario(&b, sr)
+	}
+	if rep.PyTorch != nil {
+		printPyTorch(&b, rep.PyTorch)
+	}
+	fmt.Fprintf(&b, "\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
+	printSummary(&b, rep)
+	return os.WriteFile(name, []byte(b.String()), 0o644)
 }
 
 var notes = []string{
@@ -350,5 +368,8 @@ func redraw(from, out string) error {
 	}
 	fmt.Printf("\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(os.Stdout, &rep)
+	if err := writeTables(filepath.Join(out, "bench.txt"), &rep); err != nil {
+		return err
+	}
 	return plotEpochs(filepath.Join(out, "bench.png"), &rep)
 }

@@ -168,7 +168,11 @@ func printStalls(w io.Writer, sr *scenarioResult) {
 		fmt.Fprintf(w, "epoch 1%s: %s", what, strings.Join(parts, ", "))
 		re, cl := find(runs, "augur-reactive"), find(runs, "augur-clairvoyant")
 		if re != nil && cl != nil && len(re.Result.Epochs) > 0 && len(cl.Result.Epochs) > 0 {
-			fmt.Fprintf(w, "; stall reactive / clairvoyant %s", ratio(re.Result.Epochs[0].Stall, cl.Result.Epochs[0].Stall))
+			r := ratio(re.Result.Epochs[0].Stall, cl.Result.Epochs[0].Stall)
+			if re.Result.Epochs[0].Stall > 100*cl.Result.Epochs[0].Stall {
+				r = "> 100" // a stall of a millisecond or less: the quotient is noise
+			}
+			fmt.Fprintf(w, "; stall reactive / clairvoyant %s", r)
 		}
 		fmt.Fprintln(w)
 	}
