@@ -1,9 +1,6 @@
 package shim
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -23,16 +20,7 @@ func TestPrefetchKeepsRanksInStep(t *testing.T) {
 	const per = 300 // files per class; two classes, two ranks: 300 files per rank
 	root := imageFolder(t, 2, per, 100)
 	tierDir := t.TempDir()
-	job := fmt.Sprintf("unit-clairvoyant-%d", os.Getpid())
-	seg, err := AttachSegment(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		seg.Close()
-		os.Remove(SegmentPath(job))
-		os.Remove(filepath.Join(SegmentDir, segPrefix+job+".leader"))
-	})
+	seg := testSegment(t, "unit-clairvoyant")
 	cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
 		Tiers: []tiering.Tier{{Path: tierDir, Capacity: 1 << 20, Threads: 1}},
 		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,

@@ -40,16 +40,7 @@ func TestRevalidationDoesNotHoldUpEvents(t *testing.T) {
 	}
 	defer func() { statSource = statRetry }()
 
-	job := fmt.Sprintf("unit-revalidate-%d", os.Getpid())
-	seg, err := AttachSegment(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		seg.Close()
-		os.Remove(SegmentPath(job))
-		os.Remove(filepath.Join(SegmentDir, segPrefix+job+".leader"))
-	})
+	seg := testSegment(t, "unit-revalidate")
 	cfg := &Config{Roots: []string{root}, Policy: "static", Revalidate: 0, Tiers: []tiering.Tier{tier}}
 	l, err := Lead(cfg, seg, zerolog.Nop())
 	if err != nil || l == nil {
@@ -85,6 +76,23 @@ func TestRevalidationDoesNotHoldUpEvents(t *testing.T) {
 	if got := u64(&seg.s.leader.stale_removed); got != 1 {
 		t.Errorf("stale copies removed: %d, want 1", got)
 	}
+}
+
+// testSegment attaches the segment of a job of this test process, and
+// removes the job's files when the test ends.
+func testSegment(t *testing.T, name string) *Segment {
+	t.Helper()
+	job := fmt.Sprintf("%s-%d", name, os.Getpid())
+	seg, err := AttachSegment(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		seg.Close()
+		os.Remove(SegmentPath(job))
+		os.Remove(filepath.Join(SegmentDir, segPrefix+job+".leader"))
+	})
+	return seg
 }
 
 func must(t *testing.T, err error) {
