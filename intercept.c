@@ -499,23 +499,16 @@ static const char *base_of(int dirfd, char *cwd)
 }
 
 /*
- * resolve_path turns (dirfd, path) into an absolute, normalised path in abs
- * and classifies it. A path with ".." under a root is resolved again with
- * realpath(3) of its parent directory, so that a symlink before the ".."
- * is followed as the kernel would.
- */
-/*
- * first_differs is the fast answer for most paths a program opens: an
- * absolute path whose first component is the first component of no root
- * can be under no root, and needs neither normalising nor comparing. It
- * says nothing (0) when the path starts with "//" or "/.", which the
- * slow answer normalises.
+ * first_differs is the fast answer for most paths a program opens: a
+ * normal absolute path (see clean_length) whose first component is the
+ * first component of no root can be under no root and above none. Only a
+ * normal path: "/usr/../data/x" is under a root "/data".
  */
 static int first_differs(const char *path)
 {
 	const char *p = path + 1;
-	if (*p == '/' || *p == '.' || *p == 0)
-		return 0;
+	if (*p == 0)
+		return 0; /* "/" is above every root */
 	for (int i = 0; i < st.nroots; i++) {
 		const char *f = st.first[i];
 		size_t n = st.firstlen[i], k = 0; /* a short compare: no call */
@@ -531,15 +524,21 @@ static int first_differs(const char *path)
 
 static int resolve_slow(int dirfd, const char *path, char *abs);
 
+/*
+ * resolve_path turns (dirfd, path) into an absolute, normalised path in abs
+ * and classifies it. A path with ".." under a root is resolved again with
+ * realpath(3) of its parent directory, so that a symlink before the ".."
+ * is followed as the kernel would.
+ */
 static int resolve_path(int dirfd, const char *path, char *abs)
 {
 	if (!path || !*path)
 		return PATH_OTHER;
 	if (path[0] == '/') {
-		if (first_differs(path))
-			return PATH_OTHER;
 		int n = clean_length(path);
 		if (n >= 0) {
+			if (first_differs(path))
+				return PATH_OTHER;
 			int cls = classify_abs(path, (size_t)n);
 			if (cls != PATH_OTHER)
 				memcpy(abs, path, (size_t)n + 1);

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"errors"
-	"github.com/puzpuzpuz/xsync/v3"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/tiering"
+	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +31,7 @@ type Leader struct {
 	checked *xsync.MapOf[string, time.Time]
 	recheck chan Event
 	dropped chan dropped   // stale copies the revalidators removed, for the policies
-	workers sync.WaitGroup // the revalidators
+	workers sync.WaitGroup // the revalidators and the reactive policy's statter
 	react   *reactive      // the reactive policy, or clairvoyant's fallback
 	clair   *clairvoyant   // nil unless the policy is clairvoyant and planned
 	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
@@ -61,8 +61,8 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: xsync.NewMapOf[string, time.Time](), recheck: make(chan Event, recheckQueue),
-		dropped: make(chan dropped, recheckQueue),
+		checked: xsync.NewMapOf[string, time.Time](), recheck: make(chan Event, backlog),
+		dropped: make(chan dropped, backlog),
 		stop:    make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
@@ -401,7 +401,7 @@ func (c *Config) RootForms() []string {
 // second, and the prefetcher behind it.
 const (
 	revalidators = 8    // comparisons in flight
-	recheckQueue = 4096 // comparisons waiting
+	backlog      = 4096 // comparisons (or reactive stats) waiting
 )
 
 // queueRevalidate hands the copy behind a tier-served open to the

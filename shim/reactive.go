@@ -44,7 +44,7 @@ func reactiveWith(l *Leader) *reactive {
 		files[i] = t.usage.Files
 	}
 	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files,
-		stat: make(chan string, recheckQueue)}
+		stat: make(chan string, backlog)}
 	l.workers.Add(1)
 	go r.statter()
 	return r

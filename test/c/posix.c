@@ -309,6 +309,9 @@ static void op_dots(void)
 	read_path("leading-slashslash", "a.bin", p, O_RDONLY);
 	snprintf(p, sizeof(p), "%s/../%s/a.bin", root, strrchr(root, '/') + 1);
 	read_path("out-and-in", "a.bin", p, O_RDONLY);
+	/* From another top directory: the first component is no root's. */
+	snprintf(p, sizeof(p), "/dev/..%s/a.bin", root);
+	read_path("elsewhere-and-in", "a.bin", p, O_RDONLY);
 	snprintf(p, sizeof(p), "%s/sub/", root);
 	read_path("trailing-slash", "-", P("a.bin/"), O_RDONLY);
 	read_path("missing-dotdot", "-", P("nosuch/../a.bin"), O_RDONLY);
