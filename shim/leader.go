@@ -2,6 +2,7 @@ package shim
 
 import (
 	"errors"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,10 +26,13 @@ type Leader struct {
 	lock  *os.File
 	tiers []tierState
 	ring  ringReader
-	// checked is when each served copy's source was last compared with
-	// it, or the copy made; recheck hands those comparisons to the
-	// revalidators.
-	checked *xsync.MapOf[string, time.Time]
+	// checked is when (ns since born) each served copy's source was last
+	// compared with it, or the copy made, by a hash of the path: a job
+	// may read millions of files, and a collision only skips one
+	// comparison. recheck hands the comparisons to the revalidators.
+	checked *xsync.MapOf[uint64, int64]
+	seed    maphash.Seed
+	born    time.Time
 	recheck chan Event
 	dropped chan dropped   // stale copies the revalidators removed, for the policies
 	workers sync.WaitGroup // the revalidators and the reactive policy's statter
@@ -61,9 +65,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: xsync.NewMapOf[string, time.Time](), recheck: make(chan Event, backlog),
-		dropped: make(chan dropped, backlog),
-		stop:    make(chan struct{}), done: make(chan struct{})}
+		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(),
+		recheck: make(chan Event, backlog), dropped: make(chan dropped, backlog),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
 	l.openTiers()
@@ -413,12 +417,13 @@ func (l *Leader) queueRevalidate(ev Event) {
 	if ev.Truncated || ev.Tier >= len(l.tiers) || l.tiers[ev.Tier].lock == nil {
 		return
 	}
-	if last, ok := l.checked.Load(ev.Path); ok && time.Since(last) < l.cfg.Revalidate {
+	key, now := maphash.String(l.seed, ev.Path), int64(time.Since(l.born))
+	if last, ok := l.checked.Load(key); ok && time.Duration(now-last) < l.cfg.Revalidate {
 		return
 	}
 	select {
 	case l.recheck <- ev:
-		l.checked.Store(ev.Path, time.Now())
+		l.checked.Store(key, now)
 	default:
 	}
 }
@@ -427,7 +432,7 @@ func (l *Leader) queueRevalidate(ev Event) {
 // compared it with its source, so the first open of a file prefetched in
 // this job does not ask the shared filesystem again.
 func (l *Leader) copied(path string) {
-	l.checked.Store(path, time.Now())
+	l.checked.Store(maphash.String(l.seed, path), int64(time.Since(l.born)))
 }
 
 func (l *Leader) revalidator() {
