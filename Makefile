@@ -1,6 +1,7 @@
 # augur — build, test, demo.
 #   make          build/libaugur.so and build/augur
-#   make test     every test: C strictness, Go unit tests with -race, integration
+#   make test     every test: test packages, go.mod tidy, C strictness, Go unit
+#                 tests with -race, integration
 #   make demo     a training-style reader with and without the shim
 GO      ?= go
 BUILD   := build
@@ -10,7 +11,7 @@ CHDR    := $(wildcard intercept*.h)
 GOSRC   := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CWARN   := -Wall -Wextra -Werror
 
-.PHONY: all build test unit cstrict integration deps demo clean bench-shim
+.PHONY: all build test unit cstrict integration deps tidy demo clean bench-shim
 all: build
 build: $(BUILD)/libaugur.so $(BUILD)/libaugur-go.so $(BUILD)/augur
 
@@ -34,10 +35,17 @@ cstrict:
 	  gcc $(CWARN) -O2 -D_FORTIFY_SOURCE=2 -fPIC -fsyntax-only $$f || exit 1; \
 	done
 
+# The Debian packages the tests use (torch for seed/'s oracle tests, fio,
+# fuse3, ...): installed before any test runs, so that a fresh machine
+# passes.
 deps:
 	test/deps.sh
 
-unit:
+# go.mod and go.sum say exactly what the code imports.
+tidy:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+
+unit: deps
 	$(GO) vet ./...
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test$$)
@@ -45,7 +53,7 @@ unit:
 integration: build deps
 	$(GO) test -count=1 -timeout 20m ./test/
 
-test: cstrict unit integration
+test: deps tidy cstrict unit integration
 
 demo: build
 	bench/demo.sh

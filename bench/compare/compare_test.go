@@ -178,6 +178,7 @@ func TestMountPointClearsDeadMount(t *testing.T) {
 	}
 	defer srv.Unmount()
 	// Abort the connection, as a killed server leaves it.
+	mountFusectl(t)
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {
 		t.Fatal(err)
@@ -195,4 +196,23 @@ func TestMountPointClearsDeadMount(t *testing.T) {
 	if fi, err := os.Stat(mnt); err != nil || !fi.IsDir() {
 		t.Errorf("mount point after mountPoint: %v", err)
 	}
+}
+
+// mountFusectl mounts the FUSE control filesystem, through which a test
+// aborts a connection, unless it is mounted; a fresh machine has it
+// unmounted. What this test mounted it unmounts.
+func mountFusectl(t *testing.T) {
+	const dir = "/sys/fs/fuse/connections"
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatalf("%s: %v (is the fuse module loaded?)", dir, err)
+	}
+	const fusectlMagic = 0x65735543
+	if fs.Type == fusectlMagic {
+		return
+	}
+	if err := unix.Mount("none", dir, "fusectl", 0, ""); err != nil {
+		t.Fatalf("mount -t fusectl none %s: %v", dir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
 }
