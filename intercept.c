@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <sys/xattr.h>
@@ -43,7 +44,8 @@ static struct {
 	char first[AUGUR_MAX_ROOTS][256];
 	size_t firstlen[AUGUR_MAX_ROOTS];
 	int ntiers;
-	char tiers[AUGUR_MAX_TIERS][PATH_MAX];
+	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
+	uid_t euid; /* copies are served only if this user owns them */
 	struct augur_segment *seg;
 	char job[64];
 } st;
@@ -151,6 +153,9 @@ static void atfork_child(void)
 		fdtab[fd].bytes = 0;
 }
 
+/* make_job_id names the job: AUGUR_JOB, or 64 random bits, so that no
+ * other user can guess the name of its state in /dev/shm and take it
+ * first (shim/segment.go). */
 static void make_job_id(void)
 {
 	const char *job = getenv("AUGUR_JOB");
@@ -158,10 +163,13 @@ static void make_job_id(void)
 		strcpy(st.job, job);
 		return;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(st.job, sizeof(st.job), "%d-%lx", (int)st.pid,
-		 (unsigned long)ts.tv_sec);
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		struct timespec ts; /* no entropy yet (early boot): still not a pid and time alone */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)&ts ^ (uint64_t)st.pid << 40;
+	}
+	snprintf(st.job, sizeof(st.job), "%016llx", (unsigned long long)r);
 	/* Children inherit it, so every process of the job finds the same
 	 * segment; this runs before main, while only this thread exists. */
 	setenv("AUGUR_JOB", st.job, 1);
@@ -192,13 +200,49 @@ AUGUR_HIDDEN void augur_resolve(void)
  * it reads the configuration, and leads the job or waits to.
  */
 
-/* leader_alive reports whether a process holds the job's leader lock (a
- * POSIX record lock on /dev/shm/augur-<job>.leader; shim/leader.go). */
-static int leader_alive(void)
+/*
+ * The job's state is trusted only as shim/segment.go makes it: a
+ * directory /dev/shm/augur.<uid>.<job> of this user's, private (no
+ * access for group or others) and not a symlink, holding the files
+ * "leader" and "segment", also this user's, private, regular, opened
+ * without following a symlink. Anything else (another user's planted
+ * name) is never attached; the process then loads the Go half, which
+ * says what is wrong and passes through.
+ */
+static int private_fd(int fd, mode_t kind)
+{
+	struct stat sb;
+	return fstat(fd, &sb) == 0 && (sb.st_mode & S_IFMT) == kind && sb.st_uid == st.euid &&
+	       (sb.st_mode & 077) == 0;
+}
+
+static int job_dir(void)
 {
 	char path[128];
-	snprintf(path, sizeof(path), "/dev/shm/augur-%s.leader", st.job);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/dev/shm/augur.%u.%s", (unsigned)st.euid, st.job);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !private_fd(fd, S_IFDIR)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int job_file(int dir, const char *name, int flags)
+{
+	int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !private_fd(fd, S_IFREG)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* leader_alive reports whether a process holds the job's leader lock (a
+ * POSIX record lock on its file "leader"; shim/leader.go). */
+static int leader_alive(int dir)
+{
+	int fd = job_file(dir, "leader", O_RDONLY);
 	if (fd < 0)
 		return 0;
 	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
@@ -207,24 +251,24 @@ static int leader_alive(void)
 	return alive;
 }
 
-/* attach_leader maps the job's segment and takes the configuration a
- * live leader published there. It reports whether it did. */
-static int attach_leader(void)
+/* map_segment maps the job's segment if a live leader has published the
+ * configuration in it, or returns NULL. */
+static struct augur_segment *map_segment(void)
 {
-	if (!leader_alive())
-		return 0;
-	char path[128];
-	snprintf(path, sizeof(path), "/dev/shm/augur-%s.seg", st.job);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	int dir = job_dir();
+	if (dir < 0)
+		return NULL;
+	int fd = leader_alive(dir) ? job_file(dir, "segment", O_RDWR) : -1;
+	close(dir);
 	if (fd < 0)
-		return 0;
+		return NULL;
 	struct stat sb;
 	void *m = MAP_FAILED;
 	if (fstat(fd, &sb) == 0 && sb.st_size == (off_t)sizeof(struct augur_segment))
 		m = mmap(NULL, sizeof(struct augur_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
-		return 0;
+		return NULL;
 	struct augur_segment *seg = m;
 	struct augur_config *c = &seg->config;
 	if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != AUGUR_MAGIC ||
@@ -232,14 +276,24 @@ static int attach_leader(void)
 	    !__atomic_load_n(&c->published, __ATOMIC_ACQUIRE) ||
 	    c->nroots > AUGUR_MAX_ROOTS || c->ntiers > AUGUR_MAX_TIERS) {
 		munmap(m, sizeof(struct augur_segment));
-		return 0;
+		return NULL;
 	}
+	return seg;
+}
+
+/* attach_leader takes the configuration a live leader published in the
+ * job's segment. It reports whether it did. */
+static int attach_leader(void)
+{
+	struct augur_segment *seg = map_segment();
+	if (!seg)
+		return 0;
+	struct augur_config *c = &seg->config;
 	for (uint32_t i = 0; i < c->nroots; i++)
 		if (memchr(c->roots[i], 0, AUGUR_CONFIG_PATH))
 			augur_add_root(c->roots[i]);
 	for (uint32_t i = 0; i < c->ntiers; i++)
-		if (memchr(c->tiers[i], 0, AUGUR_CONFIG_PATH))
-			augur_add_tier(c->tiers[i]);
+		augur_add_tier(memchr(c->tiers[i], 0, AUGUR_CONFIG_PATH) ? c->tiers[i] : "");
 	augur_set_segment(seg, 0);
 	augur_start(1);
 	return 1;
@@ -279,6 +333,7 @@ __attribute__((constructor(101))) static void augur_ctor(void)
 	augur_guard++;
 	augur_resolve();
 	st.pid = getpid();
+	st.euid = geteuid();
 	self_pid = st.pid;
 	for (int i = 0; i < DIR_SLOTS; i++)
 		dirs[i].fd = -1;
@@ -327,10 +382,18 @@ AUGUR_EXPORT int augur_add_root(const char *path)
 	return 0;
 }
 
+/* augur_add_tier appends the next tier, fastest first; "" keeps the
+ * place of a tier not in use, so that tiers keep their numbers. A tier
+ * whose directory exists but is a symlink, another user's or writable by
+ * others is not used either (the leader says so; shim/leader.go). */
 AUGUR_EXPORT int augur_add_tier(const char *path)
 {
 	if (st.ntiers >= AUGUR_MAX_TIERS || strlen(path) >= PATH_MAX - 64)
 		return -1;
+	struct stat sb;
+	if (*path && lstat(path, &sb) == 0 &&
+	    (!S_ISDIR(sb.st_mode) || sb.st_uid != st.euid || (sb.st_mode & 022)))
+		path = "";
 	strcpy(st.tiers[st.ntiers++], path);
 	return 0;
 }
@@ -615,7 +678,7 @@ static int resolve(int dirfd, const char *path, char *abs)
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
 {
 	size_t n = strlen(st.tiers[t]);
-	if (n + 6 >= cap)
+	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
 		return -1;
 	memcpy(out, st.tiers[t], n);
 	memcpy(out + n, "/files", 6);
@@ -865,25 +928,58 @@ static int leader_ready(void)
 	return st.seg && __atomic_load_n(&st.seg->leader.ready, __ATOMIC_ACQUIRE);
 }
 
+/* owned_fd says whether fd is of kind (S_IFREG, S_IFDIR), this user's,
+ * and not writable by group or others. */
+static int owned_fd(int fd, mode_t kind, struct stat *sb)
+{
+	return REAL(fstat) && augur_real.fstat(fd, sb) == 0 && (sb->st_mode & S_IFMT) == kind &&
+	       sb->st_uid == st.euid && !(sb->st_mode & 022);
+}
+
+/*
+ * trusted_copy says whether the copy open on fd may be served: a regular
+ * file this user owns and no one else may write. Anything else in a tier
+ * was not written there by augur for this user (planted by another user
+ * in a tier whose name they took first, say), and serving it could feed
+ * the job someone else's bytes: it is refused with one message, counted,
+ * and fd is closed.
+ */
+static int trusted_copy(int fd, int t, const char *abs)
+{
+	static int warned;
+	struct stat sb = {0};
+	if (owned_fd(fd, S_IFREG, &sb))
+		return 1;
+	augur_real.close(fd);
+	if (st.seg)
+		__atomic_fetch_add(&st.seg->counters.untrusted, 1, __ATOMIC_RELAXED);
+	char msg[PATH_MAX + 160];
+	snprintf(msg, sizeof(msg), "tier %s: the copy of %s is owned by uid %u, mode %04o, not by you (uid %u) alone: not served",
+		 st.tiers[t], abs, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777), (unsigned)st.euid);
+	augur_warn_once(&warned, msg);
+	return 0;
+}
+
 /* open_copy tries the tiers, fastest first. Returns the fd of a copy and
  * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
 static int open_copy(const char *abs, int flags, int *tier)
 {
 	char tp[PATH_MAX];
-	int tflags = flags & ~(O_CREAT | O_EXCL | O_TRUNC);
+	/* A copy is never a symlink: O_NOFOLLOW opens nothing else. */
+	int tflags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
 	for (int t = 0; t < st.ntiers; t++) {
 		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
-			return -1;
+			continue;
 		int fd = real_openat(AT_FDCWD, tp, tflags, 0);
 		/* tmpfs refuses O_DIRECT: the copy is still the right bytes
 		 * without it. */
 		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
 			fd = real_openat(AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
-		if (fd >= 0) {
+		if (fd >= 0 && trusted_copy(fd, t, abs)) {
 			*tier = t;
 			return fd;
 		}
-		if (errno != ENOENT && errno != ENOTDIR && st.seg)
+		if (fd < 0 && errno != ENOENT && errno != ENOTDIR && st.seg)
 			__atomic_fetch_add(&st.seg->counters.tier_errors, 1, __ATOMIC_RELAXED);
 	}
 	return -1;
@@ -898,7 +994,7 @@ static int plain_source(const char *abs)
 	char tp[PATH_MAX], v;
 	for (int t = 0; t < st.ntiers; t++) {
 		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
-			return 0;
+			continue;
 		if (getxattr(tp, "user.augur.link", &v, 1) >= 0)
 			return 0;
 		if (errno == ENODATA)
@@ -948,15 +1044,24 @@ static int wait_pending(const char *abs)
 }
 
 /* invalidate removes every tier copy of abs. Any process may do it: a
- * stale copy must disappear before the writer's open returns. */
+ * stale copy must disappear before the writer's open returns. It removes
+ * through the tier's directory, opened without following a symlink and
+ * checked, not by the whole path: a tier swapped for a symlink must not
+ * lead the removal out of the tier. */
 static void invalidate(const char *abs)
 {
 	char tp[PATH_MAX];
 	for (int t = 0; t < st.ntiers; t++) {
-		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0 || !REAL(unlinkat))
 			continue;
-		if (augur_real.unlink && augur_real.unlink(tp) == 0 && st.seg)
+		int dir = real_openat(AT_FDCWD, st.tiers[t], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+		if (dir < 0)
+			continue;
+		struct stat sb;
+		if (owned_fd(dir, S_IFDIR, &sb) &&
+		    augur_real.unlinkat(dir, tp + strlen(st.tiers[t]) + 1, 0) == 0 && st.seg)
 			__atomic_fetch_add(&st.seg->counters.invalidated, 1, __ATOMIC_RELAXED);
+		augur_real.close(dir);
 	}
 	if (st.seg)
 		emit(AUGUR_EV_INVALIDATE, -1, -1, 0, abs);

@@ -2,7 +2,8 @@
  * intercept.h — the shared-memory ABI between augur's data plane (C, in
  * every process of a job) and its control plane (Go, in the job's leader).
  *
- * One segment per job and node lives in /dev/shm/augur-<job>.seg. Every
+ * One segment per job and node lives in /dev/shm/augur.<uid>.<job>/segment,
+ * in a directory private to the user (shim/segment.go says why). Every
  * process of the job maps it MAP_SHARED: the leader, forked workers (they
  * inherit the mapping), exec'd and spawned children (they find it again
  * through AUGUR_JOB in their environment). The data plane only ever
@@ -16,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 7
+#define AUGUR_ABI_VERSION 8
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 216
@@ -62,6 +63,7 @@ struct augur_counters {
 	uint64_t write_opens;              /* write opens of dataset files */
 	uint64_t invalidated;              /* tier copies removed by write opens */
 	uint64_t tier_errors;              /* tier copy present but unopenable */
+	uint64_t untrusted;                /* tier copies refused: not the user's own */
 	uint64_t ring_dropped;             /* events lost: ring full */
 	uint64_t untracked;                /* descriptors too large to track */
 	uint64_t migrated;                 /* open descriptors moved to a new copy */

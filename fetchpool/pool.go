@@ -52,7 +52,8 @@ type Pool struct {
 }
 
 type slot struct {
-	tier     tiering.Tier
+	tier     *tiering.Tree // nil: a tier this pool may not write
+	capacity int64
 	used     int64 // bytes of published copies
 	reserved int64 // bytes of queued copies
 	full     bool
@@ -67,15 +68,20 @@ type job struct {
 }
 
 // New starts the workers, as many as all tiers have copy threads. used[i]
-// is what tier i already holds. done is called from a worker after every
-// copy, successful or not; it may call Fetch.
-func New(tiers []tiering.Tier, used []int64, done func(Result)) *Pool {
+// is what tier i already holds; a nil tier is one the pool may not write
+// (another process writes it, or it is not in use). done is called from a
+// worker after every copy, successful or not; it may call Fetch.
+func New(tiers []*tiering.Tree, used []int64, done func(Result)) *Pool {
 	p := &Pool{done: done, pending: map[string]bool{}, stop: make(chan struct{}),
 		queue: make(chan job, queueLen)}
 	for i, t := range tiers {
-		threads := max(t.Threads, 1)
-		p.slots = append(p.slots, slot{tier: t, used: used[i], writers: make(chan struct{}, threads)})
-		for w := 0; w < threads; w++ {
+		s := slot{tier: t, used: used[i], writers: make(chan struct{})}
+		if t != nil {
+			s.capacity = t.Capacity
+			s.writers = make(chan struct{}, max(t.Threads, 1))
+		}
+		p.slots = append(p.slots, s)
+		for w := 0; w < cap(s.writers); w++ {
 			p.wg.Add(1)
 			go p.worker()
 		}
@@ -105,7 +111,7 @@ func (p *Pool) FetchTo(path string, size int64, tier int) bool {
 		return false
 	}
 	s := &p.slots[tier]
-	if s.full || s.failed || s.used+s.reserved+size > s.tier.Capacity {
+	if s.full || s.failed || s.used+s.reserved+size > s.capacity {
 		return false
 	}
 	return p.placeLocked(job{path: path, size: size}, tier)
@@ -125,7 +131,7 @@ func (p *Pool) Release(tier int, bytes int64) {
 func (p *Pool) placeLocked(j job, from int) bool {
 	for i := from; i < len(p.slots); i++ {
 		s := &p.slots[i]
-		if s.full || s.failed || s.used+s.reserved+j.size > s.tier.Capacity {
+		if s.full || s.failed || s.used+s.reserved+j.size > s.capacity {
 			continue
 		}
 		j.tier = i
@@ -164,7 +170,7 @@ func (p *Pool) worker() {
 // copy publishes one file and settles the accounts.
 func (p *Pool) copy(j job) {
 	i := j.tier
-	n, err := tiering.Publish(p.slots[i].tier, j.path)
+	n, err := p.slots[i].tier.Publish(j.path)
 	p.mu.Lock()
 	s := &p.slots[i]
 	s.reserved -= j.size

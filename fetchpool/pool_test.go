@@ -29,17 +29,18 @@ func world(t *testing.T, n, size int) ([]string, string) {
 	return files, dir
 }
 
-func tier(t *testing.T, path string, capacity int64) tiering.Tier {
+func tier(t *testing.T, path string, capacity int64) *tiering.Tree {
 	t.Helper()
-	tr := tiering.Tier{Path: path, Capacity: capacity, Threads: 2}
-	if err := tr.Prepare(); err != nil {
+	tr, err := tiering.Open(tiering.Tier{Path: path, Capacity: capacity, Threads: 2})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { tr.Close() })
 	return tr
 }
 
 // collect runs fetches and waits for every queued one to finish.
-func collect(t *testing.T, tiers []tiering.Tier, files []string, size int64) ([]Result, []TierState) {
+func collect(t *testing.T, tiers []*tiering.Tree, files []string, size int64) ([]Result, []TierState) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -71,7 +72,7 @@ func isTierErr(err error) bool {
 
 func TestFillsFastestFirstWithinCapacity(t *testing.T) {
 	files, dir := world(t, 10, 1000)
-	tiers := []tiering.Tier{tier(t, filepath.Join(dir, "ram"), 3500), tier(t, filepath.Join(dir, "disk"), 4000)}
+	tiers := []*tiering.Tree{tier(t, filepath.Join(dir, "ram"), 3500), tier(t, filepath.Join(dir, "disk"), 4000)}
 	results, st := collect(t, tiers, files, 1000)
 	if len(results) != 7 {
 		t.Fatalf("%d copies, want 7 (3 + 4 fit)", len(results))
@@ -94,7 +95,7 @@ func TestFillsFastestFirstWithinCapacity(t *testing.T) {
 
 func TestFetchIsQueuedOnce(t *testing.T) {
 	files, dir := world(t, 1, 100)
-	tiers := []tiering.Tier{tier(t, filepath.Join(dir, "ram"), 1<<20)}
+	tiers := []*tiering.Tree{tier(t, filepath.Join(dir, "ram"), 1<<20)}
 	block := make(chan struct{})
 	p := New(tiers, []int64{0}, func(Result) { <-block })
 	if !p.Fetch(files[0], 100) {
@@ -114,7 +115,7 @@ func TestFailingTierFallsThrough(t *testing.T) {
 	bad := tier(t, filepath.Join(dir, "bad"), 1<<20)
 	os.RemoveAll(bad.Path)
 	good := tier(t, filepath.Join(dir, "good"), 1<<20)
-	results, st := collect(t, []tiering.Tier{bad, good}, files, 100)
+	results, st := collect(t, []*tiering.Tree{bad, good}, files, 100)
 	if !st[0].Failed || st[1].Used != 300 {
 		t.Fatalf("tiers %+v, want the first failed and 300 bytes in the second", st)
 	}
@@ -135,11 +136,11 @@ func TestFullTierFallsThrough(t *testing.T) {
 	files, dir := world(t, 6, 40<<10)
 	small := filepath.Join(dir, "small")
 	os.MkdirAll(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=100k", "tmpfs", small).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=100k,mode=0700", "tmpfs", small).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs (needs root): %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", small).Run() })
-	tiers := []tiering.Tier{tier(t, small, 1<<30), tier(t, filepath.Join(dir, "next"), 1<<30)}
+	tiers := []*tiering.Tree{tier(t, small, 1<<30), tier(t, filepath.Join(dir, "next"), 1<<30)}
 	tiers[0].Threads = 1
 	results, st := collect(t, tiers, files, 40<<10)
 	if !st[0].Full {
@@ -175,7 +176,7 @@ func TestOneQueueInRequestOrder(t *testing.T) {
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(3)
-	p := New([]tiering.Tier{a, b}, []int64{0, 0}, func(r Result) {
+	p := New([]*tiering.Tree{a, b}, []int64{0, 0}, func(r Result) {
 		if r.Path != files[2] { // both copies for the first tier hold their worker
 			<-release
 		}

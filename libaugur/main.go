@@ -62,27 +62,35 @@ func start() bool {
 		log.Error().Msgf("%v; passing through", err)
 		return false
 	}
-	for _, r := range cfg.RootForms() {
-		if !cCall(func(s *C.char) C.int { return C.augur_add_root(s) }, r) {
-			log.Error().Msgf("too many dataset roots; %s not accelerated", r)
-		}
-	}
-	for _, t := range cfg.Tiers {
-		if !cCall(func(s *C.char) C.int { return C.augur_add_tier(s) }, t.Path) {
-			log.Error().Msgf("tier path %s too long; not used", t.Path)
-		}
-	}
-	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
 	// Lead now, before interception turns on, as augur run does: the
 	// first process of a job otherwise raced its own leader goroutine,
 	// and a program that opened its dataset early (cat, sha256sum, cp)
 	// read every original because the tiers were not validated yet. The
 	// host's first path call waits for this within wait_for_go's bound.
-	if l, err := shim.Lead(cfg, seg, log); err != nil {
+	l, err := shim.Lead(cfg, seg, log)
+	if err != nil {
 		log.Warn().Msgf("leader lock: %v", err)
-	} else if l == nil {
+	}
+	tiers := make([]string, len(cfg.Tiers))
+	for i, t := range cfg.Tiers {
+		tiers[i] = t.Path
+	}
+	if l != nil {
+		tiers = l.ServedTiers() // "" where the leader found a tier unusable
+	} else if err == nil {
 		go shim.Campaign(cfg, seg, log, campaignInterval)
 	}
+	for _, r := range cfg.RootForms() {
+		if !cCall(func(s *C.char) C.int { return C.augur_add_root(s) }, r) {
+			log.Error().Msgf("too many dataset roots; %s not accelerated", r)
+		}
+	}
+	for _, t := range tiers {
+		if !cCall(func(s *C.char) C.int { return C.augur_add_tier(s) }, t) {
+			log.Error().Msgf("tier path %s too long; not used", t)
+		}
+	}
+	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
 	C.augur_start(1)
 	return true
 }

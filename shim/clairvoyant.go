@@ -105,7 +105,7 @@ func (c *clairvoyant) start(pool *fetchpool.Pool) {
 func (c *clairvoyant) measured(i int, size int64) {
 	t := -1
 	if size >= 0 {
-		t = tiering.LookupPath(c.l.cfg.Tiers, c.pred.Files[i])
+		t = tiering.LookupPath(c.l.open, c.pred.Files[i])
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -394,8 +394,7 @@ func (c *clairvoyant) onClose(ev Event) {
 	if c.fellBack || !c.staged[idx] || c.pending[idx] || c.where[idx] != 0 {
 		return
 	}
-	cp, err := tiering.CopyPath(c.l.cfg.Tiers[0].Path, c.pred.Files[idx])
-	if err != nil || os.Remove(cp) != nil {
+	if c.l.tiers[0].tree.Remove(c.pred.Files[idx]) != nil {
 		return
 	}
 	delete(c.staged, idx)

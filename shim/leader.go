@@ -25,6 +25,7 @@ type Leader struct {
 	log   zerolog.Logger
 	lock  *os.File
 	tiers []tierState
+	open  []*tiering.Tree // per tier, nil where it is not in use; set before any goroutine starts
 	ring  ringReader
 	// checked is when (ns since born) each served copy's source was last
 	// compared with it, or the copy made, by a hash of the path: a job
@@ -47,6 +48,7 @@ type Leader struct {
 // tierState is the leader's view of one tier.
 type tierState struct {
 	tiering.Tier
+	tree  *tiering.Tree // nil: the tier is not in use (it could not be opened, or is not the user's)
 	lock  *tiering.Lock // nil: another process writes this tier
 	usage tiering.Usage
 }
@@ -71,11 +73,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	l.publishIdentity()
 	l.checkRoots()
 	l.openTiers()
-	var tierPaths []string
-	for _, t := range cfg.Tiers {
-		tierPaths = append(tierPaths, t.Path)
-	}
-	seg.publishConfig(cfg.RootForms(), tierPaths) // the tiers are validated: copies may be served
+	seg.publishConfig(cfg.RootForms(), l.ServedTiers()) // the tiers are validated: copies may be served
 	switch cfg.Policy {
 	case "reactive":
 		l.react = newReactive(l)
@@ -83,6 +81,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		l.plans = l.planInBackground()
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
+	pruneJobs(seg.Job) // here, not later: a short command may end before a goroutine ran
 	for i := 0; i < revalidators; i++ {
 		l.workers.Add(1)
 		go l.revalidator()
@@ -153,14 +152,21 @@ func (l *Leader) checkRoots() {
 	}
 }
 
-// jobLock takes the job's leader lock, a POSIX record lock: it is not
-// inherited by forked children and vanishes with its holder.
+// jobLock takes the job's leader lock, a POSIX record lock on the file
+// leader in the job's directory: it is not inherited by forked children
+// and vanishes with its holder. It returns nil, nil when another process
+// holds it.
 func jobLock(job string) (*os.File, error) {
-	path := filepath.Join(SegmentDir, segPrefix+job+".leader")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	dir, err := openJobDir(job, false)
 	if err != nil {
 		return nil, err
 	}
+	fd, err := openPrivate(dir, JobDir(job), leaderName)
+	unix.Close(dir)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), JobDir(job)+"/"+leaderName)
 	lk := unix.Flock_t{Type: unix.F_WRLCK}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk); err != nil {
 		f.Close()
@@ -189,41 +195,49 @@ func (l *Leader) publishIdentity() {
 	}
 }
 
-// openTiers prepares, locks and validates every tier. A tier another
+// openTiers opens, locks and validates every tier. A tier another
 // process writes is checked (stale copies removed) but not written; a
-// tier that cannot be prepared is reported and skipped (the data plane
-// finds no copies there).
+// tier that cannot be opened, or is not the user's own, is reported and
+// not used (the data plane is told of no such tier).
 func (l *Leader) openTiers() {
 	var stale uint64
 	for _, t := range l.cfg.Tiers {
 		ts := tierState{Tier: t}
-		if err := t.Prepare(); err != nil {
+		tree, err := tiering.Open(t)
+		if err != nil {
 			l.log.Warn().Msgf("%v; tier not used", err)
 			l.tiers = append(l.tiers, ts)
 			continue
 		}
-		lock, err := tiering.TryLock(t.Path)
+		ts.tree = tree
+		lock, err := tree.TryLock()
 		switch {
 		case err == nil:
 			ts.lock = lock
-			rep := tiering.Validate(t)
+			rep := tree.Validate()
 			ts.usage = rep.Usage
 			stale += uint64(rep.Stale)
 			for _, e := range rep.Errors {
 				l.log.Warn().Msgf("tier %s: could not check a copy: %v", t.Path, e)
 			}
 		default:
-			// Another job writes this tier (ErrLocked), or this
-			// process may not (another user's tier). The data plane
-			// still serves its copies, so they are checked against the
-			// sources as they are now: the writer validated them when
-			// it started, possibly before they changed.
-			if errors.Is(err, tiering.ErrLocked) {
+			// Another job writes this tier (ErrLocked), or its lock
+			// file is not the user's. The data plane still serves its
+			// copies (each checked to be the user's own), so they are
+			// checked against the sources as they are now: the writer
+			// validated them when it started, possibly before they
+			// changed. A lock held by another user is said at warn
+			// level: someone interferes with this user's tier.
+			var le *tiering.LockedError
+			switch {
+			case errors.As(err, &le) && !le.OtherUser():
 				l.log.Info().Msgf("%v; serving its copies without writing", err)
-			} else {
+			case le != nil:
+				l.log.Warn().Msgf("%v; serving its copies without writing", err)
+			default:
 				l.log.Warn().Msgf("tier %s: %v; serving its copies without writing", t.Path, err)
 			}
-			rep := tiering.Check(t)
+			rep := tree.Check()
 			ts.usage = rep.Usage
 			stale += uint64(rep.Stale)
 			for _, e := range rep.Errors {
@@ -232,8 +246,24 @@ func (l *Leader) openTiers() {
 		}
 		l.tiers = append(l.tiers, ts)
 	}
+	for _, t := range l.tiers {
+		l.open = append(l.open, t.tree)
+	}
 	setU64(&l.seg.s.leader.stale_removed, stale)
 	l.publishUsage()
+}
+
+// ServedTiers are the tier paths the data plane serves copies from, in
+// configuration order (events name tiers by index): "" for a tier not in
+// use.
+func (l *Leader) ServedTiers() []string {
+	paths := make([]string, len(l.tiers))
+	for i, t := range l.tiers {
+		if t.tree != nil {
+			paths[i] = t.Path
+		}
+	}
+	return paths
 }
 
 func (l *Leader) publishUsage() {
@@ -267,8 +297,10 @@ func (l *Leader) run() {
 		case <-tick.C:
 		}
 		if recount {
-			for i := range l.tiers {
-				l.tiers[i].usage = tiering.UsageOf(l.tiers[i].Tier)
+			for i, t := range l.tiers {
+				if t.tree != nil {
+					l.tiers[i].usage = t.tree.Usage()
+				}
 			}
 			l.publishUsage()
 			recount = false
@@ -309,20 +341,20 @@ func (l *Leader) handle(ev Event) bool {
 	return false
 }
 
-// poolTiers are the tiers a fetch pool may write (capacity 0 where
-// another process writes the tier), their capacities and bytes used.
-func (l *Leader) poolTiers() ([]tiering.Tier, []int64, []int64) {
-	tiers := make([]tiering.Tier, len(l.tiers))
+// poolTiers are the tiers a fetch pool may write (nil where another
+// process writes the tier or it is not in use), their capacities (0
+// there) and bytes used.
+func (l *Leader) poolTiers() ([]*tiering.Tree, []int64, []int64) {
+	trees := make([]*tiering.Tree, len(l.tiers))
 	caps := make([]int64, len(l.tiers))
 	used := make([]int64, len(l.tiers))
 	for i, t := range l.tiers {
-		tiers[i] = t.Tier
-		if t.lock == nil {
-			tiers[i].Capacity = 0
+		if t.lock != nil {
+			trees[i], caps[i] = t.tree, t.Capacity
 		}
-		caps[i], used[i] = tiers[i].Capacity, t.usage.Bytes
+		used[i] = t.usage.Bytes
 	}
-	return tiers, caps, used
+	return trees, caps, used
 }
 
 // fallBack switches from the clairvoyant to the reactive policy, keeping
@@ -359,6 +391,7 @@ func (l *Leader) Close() {
 	}
 	for _, t := range l.tiers {
 		t.lock.Unlock()
+		t.tree.Close()
 	}
 	setU64(&l.seg.s.leader.ended_ns, uint64(time.Now().UnixNano()))
 	l.lock.Close()
@@ -450,7 +483,8 @@ func (l *Leader) revalidator() {
 // revalidate drops the copy behind a tier-served open if its source
 // changed.
 func (l *Leader) revalidate(ev Event) {
-	cp, err := tiering.CopyPath(l.tiers[ev.Tier].Path, ev.Path)
+	tree := l.tiers[ev.Tier].tree
+	cp, err := tiering.CopyPath(tree.Path, ev.Path)
 	if err != nil {
 		return
 	}
@@ -465,7 +499,7 @@ func (l *Leader) revalidate(ev Event) {
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		return // cannot tell; keep the copy
 	}
-	if os.Remove(cp) != nil {
+	if tree.Remove(ev.Path) != nil {
 		return
 	}
 	l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)

@@ -20,15 +20,17 @@ import (
 func TestRevalidationDoesNotHoldUpEvents(t *testing.T) {
 	root := t.TempDir()
 	tier := tiering.Tier{Path: t.TempDir(), Capacity: 1 << 20, Threads: 1}
-	if err := tier.Prepare(); err != nil {
+	tree, err := tiering.Open(tier)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer tree.Close()
 	const n = 3 * revalidators // more than can be in flight
 	var files []string
 	for i := 0; i < n; i++ {
 		f := filepath.Join(root, fmt.Sprintf("f%02d", i))
 		must(t, os.WriteFile(f, []byte("old"), 0o644))
-		if _, err := tiering.Publish(tier, f); err != nil {
+		if _, err := tree.Publish(f); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, f)
@@ -89,8 +91,7 @@ func testSegment(t *testing.T, name string) *Segment {
 	}
 	t.Cleanup(func() {
 		seg.Close()
-		os.Remove(SegmentPath(job))
-		os.Remove(filepath.Join(SegmentDir, segPrefix+job+".leader"))
+		RemoveJob(job)
 	})
 	return seg
 }

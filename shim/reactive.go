@@ -101,7 +101,7 @@ func (r *reactive) fetch(path string) {
 	if err := statRetry(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
-	if tiering.Lookup(r.l.cfg.Tiers, path, &st) >= 0 {
+	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
 	}
 	if r.pool.Fetch(path, st.Size) {

@@ -6,26 +6,40 @@ package shim
 import "C"
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"sort"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/augur-hpc/augur/tiering"
 	"golang.org/x/sys/unix"
 )
 
 // MaxTiers is the number of tiers the data plane can serve from.
 const MaxTiers = C.AUGUR_MAX_TIERS
 
-// SegmentDir holds the job segments and leader locks; the data plane
-// finds them at the same paths (intercept.c, attach_leader).
+// SegmentDir holds the jobs' state; the data plane finds it at the same
+// paths (intercept.c, job_dir).
 const SegmentDir = "/dev/shm"
 
-const segPrefix, segSuffix = "augur-", ".seg"
+// A job's state is a directory of its own, /dev/shm/augur.<uid>.<job>,
+// holding the segment and the leader lock. /dev/shm is writable by every
+// user, so any name there can be taken first by someone else; the
+// directory is made with mkdir (exclusive) and mode 0700 by the job's
+// first process, and every process trusts it only if it is this user's,
+// private and not a symlink (opened with O_NOFOLLOW and checked), and
+// then opens the segment and lock from it, also with O_NOFOLLOW and
+// checked: no one else can have created or changed them. A generated job
+// id is 64 random bits, so another user cannot even guess the name.
+const (
+	segName    = "segment"
+	leaderName = "leader"
+)
 
 // Segment is a job's shared-memory segment, mapped into this process.
 // The mapping lives as long as the process; Ptr may be handed to C.
@@ -36,24 +50,60 @@ type Segment struct {
 	s    *C.struct_augur_segment
 }
 
-// SegmentPath names the segment of job.
-func SegmentPath(job string) string {
-	return filepath.Join(SegmentDir, segPrefix+job+segSuffix)
+// JobDir is the directory of job's state.
+func JobDir(job string) string {
+	return fmt.Sprintf("%s/augur.%d.%s", SegmentDir, os.Geteuid(), job)
 }
 
-// AttachSegment maps the segment of job, creating and initialising it if
-// this is the job's first process. Creation is serialised with flock, so
-// two processes starting at once initialise it once.
-func AttachSegment(job string) (*Segment, error) {
-	if job == "" || strings.ContainsAny(job, "/\x00") {
-		return nil, fmt.Errorf("bad job id %q", job)
+// SegmentPath names the segment of job.
+func SegmentPath(job string) string { return JobDir(job) + "/" + segName }
+
+// NewJobID names a job unguessably: 64 random bits after prefix.
+func NewJobID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// maxJobID is the longest job id: the segment's job field holds 64
+// bytes with the NUL, as does the data plane's.
+const maxJobID = 63
+
+// checkJobID refuses ids that cannot name a directory of their own.
+func checkJobID(job string) error {
+	if job == "" || job == "." || job == ".." || len(job) > maxJobID || strings.ContainsAny(job, "/\x00") {
+		return fmt.Errorf("bad job id %q (at most 63 bytes, no '/')", job)
 	}
-	path := SegmentPath(job)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	return nil
+}
+
+// AttachSegment maps the segment of job, creating the job's directory and
+// initialising the segment if this is the job's first process. Creation is
+// serialised with flock, so two processes starting at once initialise it
+// once.
+func AttachSegment(job string) (*Segment, error) {
+	if err := checkJobID(job); err != nil {
+		return nil, err
+	}
+	dir, err := openJobDir(job, true)
 	if err != nil {
-		return nil, fmt.Errorf("segment %s: %w", path, err)
+		return nil, err
+	}
+	defer unix.Close(dir)
+	// The lock file first: a job with a lock file nobody holds has ended,
+	// and its state may go (pruneJobs), also when its first process dies
+	// before it leads.
+	lock, err := openPrivate(dir, JobDir(job), leaderName)
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(lock)
+	fd, err := openPrivate(dir, JobDir(job), segName)
+	if err != nil {
+		return nil, err
 	}
 	defer unix.Close(fd)
+	path := SegmentPath(job)
 	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
 		return nil, err
 	}
@@ -86,13 +136,86 @@ func AttachSegment(job string) (*Segment, error) {
 	return seg, nil
 }
 
+// openJobDir opens job's directory (making it first, with create) and
+// checks that it is this user's, private and not a symlink.
+func openJobDir(job string, create bool) (int, error) {
+	path := JobDir(job)
+	if create {
+		if err := unix.Mkdir(path, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, fmt.Errorf("job directory %s: %w", path, err)
+		}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil {
+			return -1, untrustedJob(path, &st, unix.S_IFDIR)
+		}
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := checkPrivate(fd, path, unix.S_IFDIR); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// openPrivate opens name in the job directory dir (named dirPath),
+// creating it exclusively (mode 0600) if it does not exist, without
+// following a symlink, and checks it.
+func openPrivate(dir int, dirPath, name string) (int, error) {
+	path := dirPath + "/" + name
+	const flags = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dir, name, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		fd, err = unix.Openat(dir, name, flags, 0)
+	}
+	if err != nil {
+		var st unix.Stat_t
+		if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return -1, untrustedJob(path, &st, unix.S_IFREG)
+		}
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := checkPrivate(fd, path, unix.S_IFREG); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func checkPrivate(fd int, path string, kind uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return untrustedJob(path, &st, kind)
+}
+
+// untrustedJob says why a job's directory, segment or lock is not to be
+// trusted: tiering.Untrusted's reasons, or any access for group or
+// others (augur makes them 0700 and 0600).
+func untrustedJob(path string, st *unix.Stat_t, kind uint32) error {
+	if err := tiering.Untrusted(path, st, kind); err != nil {
+		return fmt.Errorf("job state %w", err)
+	}
+	if st.Mode&0o077 != 0 {
+		return fmt.Errorf("job state %s is open to group or others (mode %04o), not as augur makes it",
+			path, st.Mode&0o7777)
+	}
+	return nil
+}
+
 // OpenSegment maps an existing segment read-only, for augur stat.
 func OpenSegment(path string) (*Segment, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	if err := checkPrivate(fd, path, unix.S_IFREG); err != nil {
+		return nil, err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
@@ -100,14 +223,15 @@ func OpenSegment(path string) (*Segment, error) {
 	if st.Size != int64(C.sizeof_struct_augur_segment) {
 		return nil, fmt.Errorf("%s: not a segment of this augur version", path)
 	}
-	job := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), segPrefix), segSuffix)
-	seg, err := mapSegment(fd, path, job, unix.PROT_READ)
+	seg, err := mapSegment(fd, path, "", unix.PROT_READ)
 	if err != nil {
 		return nil, err
 	}
 	if seg.s.magic != C.AUGUR_MAGIC || seg.s.version != C.AUGUR_ABI_VERSION {
+		seg.Close()
 		return nil, fmt.Errorf("%s: not a segment of this augur version", path)
 	}
+	seg.Job = C.GoString(&seg.s.job[0])
 	return seg, nil
 }
 
@@ -123,29 +247,12 @@ func mapSegment(fd int, path, job string, prot int) (*Segment, error) {
 // Ptr is the segment's address, for the data plane.
 func (s *Segment) Ptr() unsafe.Pointer { return unsafe.Pointer(s.s) }
 
-// Segments lists the segments in SegmentDir, the most recently created
-// job first (segments of other versions last).
-func Segments() ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(SegmentDir, segPrefix+"*"+segSuffix))
-	if err != nil {
-		return nil, err
-	}
-	created := map[string]uint64{}
-	for _, m := range matches {
-		if seg, err := OpenSegment(m); err == nil {
-			created[m] = uint64(seg.s.created_ns)
-			seg.Close()
-		}
-	}
-	sort.SliceStable(matches, func(i, j int) bool { return created[matches[i]] > created[matches[j]] })
-	return matches, nil
-}
-
 // Close unmaps the segment; it must not be used afterwards.
 func (s *Segment) Close() error { return unix.Munmap(s.mem) }
 
-// ErrNoSegment: no job has run on this node since the last clean.
-var ErrNoSegment = errors.New("no augur job found (no " + SegmentDir + "/" + segPrefix + "*" + segSuffix + ")")
+// ErrNoSegment: no job of this user's has run on this node since the
+// last clean.
+var ErrNoSegment = errors.New("no augur job of yours found on this node (no " + SegmentDir + "/augur.<uid>.<job>)")
 
 // u64 reads a counter of the segment atomically.
 func u64(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }

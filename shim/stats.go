@@ -36,6 +36,7 @@ type Stats struct {
 	WriteOpens    uint64      `json:"write_opens"`
 	Invalidated   uint64      `json:"invalidated"`
 	TierErrors    uint64      `json:"tier_errors"`
+	Untrusted     uint64      `json:"untrusted_copies"`
 	RingDropped   uint64      `json:"ring_dropped"`
 	Untracked     uint64      `json:"untracked"`
 	StaleRemoved  uint64      `json:"stale_removed"`
@@ -76,6 +77,7 @@ func (s *Segment) Stats() Stats {
 		WriteOpens:    u64(&c.write_opens),
 		Invalidated:   u64(&c.invalidated),
 		TierErrors:    u64(&c.tier_errors),
+		Untrusted:     u64(&c.untrusted),
 		RingDropped:   u64(&c.ring_dropped),
 		Untracked:     u64(&c.untracked),
 		StaleRemoved:  u64(&l.stale_removed),

@@ -62,8 +62,8 @@ var badInputs = []badInput{
 		f := filepath.Join(c.Dir, "afile")
 		must(t, os.WriteFile(f, nil, 0o644))
 		c.Set("AUGUR_TIERS=" + f + "/tier:1GiB," + c.Disk + ":1GiB")
-		m := fmt.Sprintf("tier %s/tier: mkdir %s: not a directory; tier not used", f, f)
-		return m, fmt.Sprintf("tier %s/tier: mkdir %s: not a directory", f, f)
+		m := fmt.Sprintf("tier %s/tier: parent %s is not a directory; tier not used", f, f)
+		return m, fmt.Sprintf("tier %s/tier: parent %s is not a directory", f, f)
 	}},
 	{name: "read-only-tier-dir", nobody: true, setup: func(t *testing.T, c *Case) (string, string) {
 		ro := filepath.Join(c.Dir, "ro")
@@ -140,14 +140,14 @@ func nonAugurLines(stderr string) []string {
 }
 
 // TestMissingTierCreated points the shim at tier directories that do not
-// exist yet: the first preloaded process creates them, says nothing, and
-// is served from them once they hold copies.
+// exist yet (their parents do): the first preloaded process creates them,
+// says nothing, and is served from them once they hold copies.
 func TestMissingTierCreated(t *testing.T) {
 	c := NewCase(t)
 	data := randomBytes(40_000)
 	f := c.Write("a.bin", data)
-	ram := filepath.Join(c.RAM, "not", "yet")
-	disk := filepath.Join(c.Dir, "later", "disk")
+	ram := filepath.Join(c.RAM, "notyet")
+	disk := filepath.Join(c.Dir, "disk-later")
 	c.Set("AUGUR_TIERS=" + ram + ":1GiB," + disk + ":1GiB")
 	r := c.Run(time.Minute, "cat", f)
 	if r.Err != nil || r.Stdout != string(data) || r.Stderr != "" {
@@ -163,8 +163,7 @@ func TestMissingTierCreated(t *testing.T) {
 	c.Warm()
 	c.Set("AUGUR_JOB=" + jobOfCase(c) + "-2")
 	t.Cleanup(func() {
-		os.Remove(shim.SegmentPath(jobOfCase(c)))
-		os.Remove(filepath.Join("/dev/shm", "augur-"+jobOfCase(c)+".leader"))
+		removeJobState(jobOfCase(c))
 	})
 	obs := Observe(t, c.Dataset, ram)
 	r = c.MustRun(time.Minute, "cat", f)

@@ -6,6 +6,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,28 +54,45 @@ func jobOfCase(c *Case) string {
 }
 
 // primeJob brings the case's job to the state a long-running job is in:
-// a preloaded process (argv, `sleep` by default; pass a full command line
-// to run it another way, e.g. as another user) leads the job until the
+// a preloaded `sleep` (run as nobody with asNobody) leads the job until the
 // segment says the tiers are validated, and then exits. The flag stays set
 // in the segment, so every later process of the job is served from the
 // tiers from its first open, which is what the Observer assertions need.
-func primeJob(c *Case, argv ...string) {
+func primeJob(c *Case, asNobody ...bool) {
 	c.T.Helper()
-	holdJob(c, argv...)()
+	holdJob(c, asNobody...)()
 }
 
 // holdJob is primeJob that leaves the leader running (it returns once the
 // process leads and the segment is ready); call stop to end it.
-func holdJob(c *Case, argv ...string) (stop func()) {
+func holdJob(c *Case, nobody ...bool) (stop func()) {
 	c.T.Helper()
-	preload := len(argv) == 0
-	if preload {
-		argv = []string{"sleep", "60"}
+	argv := []string{"sleep", "60"}
+	stat := func(job string) (shim.Stats, error) {
+		seg, err := shim.OpenSegment(shim.SegmentPath(job))
+		if err != nil {
+			return shim.Stats{}, err
+		}
+		defer seg.Close()
+		return seg.Stats(), nil
+	}
+	if len(nobody) > 0 && nobody[0] {
+		// nobody's job state is nobody's own: ask as nobody.
+		argv = asNobody(true, argv...)
+		stat = func(job string) (shim.Stats, error) {
+			a := asNobody(false, Augur, "stat", "--json", "--job", job)
+			out, err := exec.Command(a[0], a[1:]...).Output()
+			var st shim.Stats
+			if err == nil {
+				err = json.Unmarshal(out, &st)
+			}
+			return st, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
-	if preload {
+	if argv[0] == "sleep" {
 		cmd.Env = append(cmd.Env, "LD_PRELOAD="+Lib)
 	}
 	cmd.Dir = c.Dir
@@ -84,16 +102,11 @@ func holdJob(c *Case, argv ...string) (stop func()) {
 	stop = func() { cancel(); cmd.Wait() }
 	job := jobOfCase(c)
 	deadline := time.Now().Add(20 * time.Second)
-	var seg *shim.Segment // mapped once: mappings live as long as the process
 	var segErr error
 	for time.Now().Before(deadline) {
-		if seg == nil {
-			seg, segErr = shim.OpenSegment(shim.SegmentPath(job))
-		}
-		if seg != nil {
-			if st := seg.Stats(); st.Ready && st.LeaderPID == cmd.Process.Pid {
-				return stop
-			}
+		var st shim.Stats
+		if st, segErr = stat(job); segErr == nil && st.Ready && st.LeaderPID == cmd.Process.Pid {
+			return stop
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -115,6 +128,34 @@ func asNobody(preload bool, argv ...string) []string {
 		cmd = append(cmd, "LD_PRELOAD="+Lib)
 	}
 	return append(cmd, argv...)
+}
+
+// nobodyTiers gives the case new tiers of nobody's own (a RAM one, which
+// it returns, and a disk one): nobody's jobs trust no other user's tiers.
+func nobodyTiers(t *testing.T, c *Case) string {
+	t.Helper()
+	ram, err := os.MkdirTemp("/dev/shm", "augur-test-nobody-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(ram) })
+	disk := filepath.Join(c.Dir, "nobody-disk")
+	must(t, os.Mkdir(disk, 0o700))
+	for _, d := range []string{ram, disk} {
+		must(t, os.Chown(d, 65534, 65534))
+	}
+	c.Set("AUGUR_TIERS=" + ram + ":1GiB," + disk + ":1GiB")
+	return ram
+}
+
+// warmAsNobody runs `augur warm` as nobody with the case's environment.
+// Files nobody may not read are errors of warm's, not of the test's.
+func warmAsNobody(t *testing.T, c *Case) {
+	t.Helper()
+	a := asNobody(false, Augur, "warm")
+	cmd := exec.Command(a[0], a[1:]...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	if out, err := cmd.CombinedOutput(); !strings.Contains(string(out), "files already warm") {
+		t.Fatalf("augur warm as nobody: %v\n%s", err, out)
+	}
 }
 
 // openUp makes the case's directories (and the parents t.TempDir made

@@ -123,16 +123,19 @@ func TestErrors(t *testing.T) {
 			c.Env = append([]string(nil), root...)
 			plainArgv := append([]string{bin}, cases...)
 			shimArgv := plainArgv
+			ram := c.RAM
 			if who == "nobody" {
-				// A job of nobody's own: root's segment is not nobody's to map.
+				// A job of nobody's own, with tiers of nobody's own: a job
+				// trusts no other user's state or copies.
 				c.Set("AUGUR_JOB=" + jobOfCase(c) + "-nobody")
 				t.Cleanup(func() {
-					os.Remove(filepath.Join("/dev/shm", "augur-"+jobOfCase(c)+".seg"))
-					os.Remove(filepath.Join("/dev/shm", "augur-"+jobOfCase(c)+".leader"))
+					removeJobState(jobOfCase(c))
 				})
+				ram = nobodyTiers(t, c)
+				warmAsNobody(t, c)
 				plainArgv = asNobody(false, plainArgv...)
 				shimArgv = asNobody(true, shimArgv...)
-				primeJob(c, asNobody(true, "sleep", "60")...)
+				primeJob(c, true)
 			} else {
 				primeJob(c)
 			}
@@ -140,7 +143,7 @@ func TestErrors(t *testing.T) {
 			if plain.Err != nil {
 				t.Fatalf("without the shim: %v\n%s%s", plain.Err, plain.Stdout, plain.Stderr)
 			}
-			obs := Observe(t, c.Dataset, c.RAM)
+			obs := Observe(t, c.Dataset, ram)
 			var got Result
 			if who == "nobody" {
 				got = c.RunPlain(time.Minute, shimArgv[0], shimArgv[1:]...)
@@ -167,7 +170,7 @@ func TestErrors(t *testing.T) {
 			if n := obs.Opens(control); n != 0 {
 				t.Errorf("control: original opened %d times; the shim was not serving", n)
 			}
-			if obs.Opens(c.CopyOf(c.RAM, control)) == 0 {
+			if obs.Opens(c.CopyOf(ram, control)) == 0 {
 				t.Errorf("control: RAM copy never opened; the shim was not serving")
 			}
 			if who == "root" {

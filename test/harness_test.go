@@ -30,20 +30,54 @@ var repoRoot = func() string {
 	return filepath.Dir(filepath.Dir(file))
 }()
 
-// Lib and Augur are the built artefacts under test.
-var (
-	Lib   = filepath.Join(repoRoot, "build", "libaugur.so")
-	Augur = filepath.Join(repoRoot, "build", "augur")
-)
+// Lib and Augur are the built artefacts under test: copies of build/'s,
+// which TestMain makes where every user can read them, since some tests
+// run programs as another user and a fresh clone may sit in a directory
+// only its owner can enter (/root, or mktemp's 0700).
+var Lib, Augur string
 
 func TestMain(m *testing.M) {
-	for _, p := range []string{Lib, Augur} {
-		if _, err := os.Stat(p); err != nil {
-			fmt.Fprintf(os.Stderr, "%s missing: run `make build` (or `make integration`)\n", p)
-			os.Exit(1)
+	dir, err := publicBuild()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v: run `make build` (or `make integration`)\n", err)
+		os.Exit(1)
+	}
+	Lib, Augur = filepath.Join(dir, "libaugur.so"), filepath.Join(dir, "augur")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// publicBuild copies build/'s libraries and command into a new directory
+// that every user can read, and returns it.
+func publicBuild() (string, error) {
+	dir, err := os.MkdirTemp("", "augur-test-build-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, name := range []string{"libaugur.so", "libaugur-go.so", "augur"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, "build", name))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), data, 0o755)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", err
 		}
 	}
-	os.Exit(m.Run())
+	return dir, nil
+}
+
+// removeJobState removes the state of job in /dev/shm, whichever user ran
+// it.
+func removeJobState(job string) {
+	dirs, _ := filepath.Glob("/dev/shm/augur.*." + job)
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
 }
 
 // Case is one test's world: a dataset root, a RAM tier under /dev/shm
@@ -70,10 +104,7 @@ func NewCase(t *testing.T) *Case {
 		Disk: filepath.Join(dir, "disk")}
 	must(t, os.MkdirAll(c.Dataset, 0o755))
 	job := "test-" + randHex(6)
-	t.Cleanup(func() {
-		os.Remove(filepath.Join("/dev/shm", "augur-"+job+".seg"))
-		os.Remove(filepath.Join("/dev/shm", "augur-"+job+".leader"))
-	})
+	t.Cleanup(func() { removeJobState(job) })
 	c.Env = []string{
 		"AUGUR_DATASET=" + c.Dataset,
 		"AUGUR_TIERS=" + c.RAM + ":1GiB," + c.Disk + ":1GiB",
@@ -160,6 +191,15 @@ func (c *Case) AugurRun(args ...string) (string, string) {
 		c.T.Fatalf("augur run %v: %v\n%s", args, err, stderr.String())
 	}
 	return string(out), stderr.String()
+}
+
+// tierUsage is what the tier at dir holds.
+func tierUsage(t *testing.T, dir string) tiering.Usage {
+	t.Helper()
+	tr, err := tiering.Open(tiering.Tier{Path: dir})
+	must(t, err)
+	defer tr.Close()
+	return tr.Usage()
 }
 
 // CopyOf is the path of the copy of a dataset file in tier (c.RAM or

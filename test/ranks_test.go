@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/augur-hpc/augur/tiering"
 )
 
 // Several ranks of one job on a node (torchrun-style LOCAL_RANK
@@ -102,7 +100,7 @@ rank(sys.argv[1], sys.argv[2:])
 					copied++
 				}
 			}
-			if u := tiering.UsageOf(tiering.Tier{Path: c.RAM}); u.Bytes > ramCap || u.Bytes != ramBytes {
+			if u := tierUsage(t, c.RAM); u.Bytes > ramCap || u.Bytes != ramBytes {
 				t.Errorf("RAM tier holds %d bytes (capacity %d)", u.Bytes, ramCap)
 			}
 			if launch == "augur-run" && copied != len(files) {

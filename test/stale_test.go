@@ -218,8 +218,7 @@ func staleBetweenJobs(t *testing.T, firstRunning bool) {
 
 	c.Set("AUGUR_JOB=" + jobOfCase(c) + "-2")
 	t.Cleanup(func() {
-		os.Remove(filepath.Join("/dev/shm", "augur-"+jobOfCase(c)+".seg"))
-		os.Remove(filepath.Join("/dev/shm", "augur-"+jobOfCase(c)+".leader"))
+		removeJobState(jobOfCase(c))
 	})
 	// Each file three times in a row, from the first instant of the job.
 	var reads []string

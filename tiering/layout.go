@@ -24,24 +24,44 @@ var ErrNotCopyable = errors.New("path cannot be tiered")
 // a read-only open of a directory never lands on a tier directory. It
 // must agree with augur_tier_path in intercept.c.
 func CopyPath(tier, source string) (string, error) {
+	dir, leaf, err := copyRel(source)
+	if err != nil {
+		return "", err
+	}
+	return tier + "/" + dir + "/" + leaf, nil
+}
+
+// copyRel is the copy of source relative to its tier: the directory
+// holding it (files/pfs@/ds@/cls@) and its name (a.jpg).
+func copyRel(source string) (dir, leaf string, err error) {
 	if !filepath.IsAbs(source) || source != filepath.Clean(source) || source == "/" {
-		return "", ErrNotCopyable
+		return "", "", ErrNotCopyable
 	}
 	parts := strings.Split(source[1:], "/")
-	last := parts[len(parts)-1]
-	if strings.HasSuffix(last, dirMark) {
-		return "", ErrNotCopyable
+	leaf = parts[len(parts)-1]
+	if strings.HasSuffix(leaf, dirMark) {
+		return "", "", ErrNotCopyable
 	}
-	for i := range parts[:len(parts)-1] {
+	parts = parts[:len(parts)-1]
+	for i := range parts {
 		parts[i] += dirMark
 	}
-	return filepath.Join(tier, filesDir, filepath.Join(parts...)), nil
+	return strings.Join(append([]string{filesDir}, parts...), "/"), leaf, nil
 }
 
 // SourcePath is the inverse of CopyPath for a path under <tier>/files.
 func SourcePath(tier, copyPath string) (string, bool) {
-	rel, err := filepath.Rel(filepath.Join(tier, filesDir), copyPath)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+	rel, err := filepath.Rel(tier, copyPath)
+	if err != nil {
+		return "", false
+	}
+	return sourceOf(rel)
+}
+
+// sourceOf is the source of the copy at rel (files/pfs@/a.jpg) in a tier.
+func sourceOf(rel string) (string, bool) {
+	rel, ok := strings.CutPrefix(rel, filesDir+"/")
+	if !ok || rel == "" {
 		return "", false
 	}
 	parts := strings.Split(rel, "/")

@@ -1,13 +1,14 @@
 package tiering
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -37,11 +38,14 @@ const copyBuf = 1 << 20
 // zeroed by the runtime, cost the copier a fifth of its CPU time.
 var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
 
-// Publish copies source into tier under the atomic publish protocol and
-// returns the bytes copied. On any error nothing is published and the
-// temporary file is removed. The caller must hold the tier's Lock.
-func Publish(t Tier, source string) (int64, error) {
-	dst, err := CopyPath(t.Path, source)
+// Publish copies source into the tier under the atomic publish protocol
+// and returns the bytes copied: a temporary file in tmp/, created
+// exclusively, filled, checked against the source, given the source's
+// permission bits and times, then renamed into files/. On any error
+// nothing is published and the temporary file is removed. The caller must
+// hold the tier's Lock.
+func (tr *Tree) Publish(source string) (int64, error) {
+	dir, leaf, err := copyRel(source)
 	if err != nil {
 		return 0, err
 	}
@@ -58,32 +62,55 @@ func Publish(t Tier, source string) (int64, error) {
 	if before.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, ErrNotRegular
 	}
-	tmp, err := os.CreateTemp(filepath.Join(t.Path, tmpDir), "copy-*")
+	tmpfd, err := tr.dir(tmpDir, false)
 	if err != nil {
 		return 0, &TierError{err}
 	}
-	n, err := fill(tmp, src, t.Fsync)
+	defer unix.Close(tmpfd)
+	tmp, err := createTemp(tmpfd, tr.Path+"/"+tmpDir)
+	if err != nil {
+		return 0, &TierError{err}
+	}
+	n, err := fill(tmpfd, tmp, src, source, &before, tr.Fsync)
 	if err == nil {
 		err = sameSource(fd, &before, n)
 	}
 	if err == nil {
-		if err = publishTmp(t.Path, tmp.Name(), dst, source, &before); err != nil {
-			err = &TierError{err}
-		}
+		err = tr.rename(tmpfd, tmp.Name(), dir, leaf)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		unix.Unlinkat(tmpfd, filepath.Base(tmp.Name()), 0)
 		return 0, err
 	}
 	return n, nil
 }
 
-// fill copies src into tmp, syncs it if asked, and closes tmp. Errors
-// writing tmp are the tier's (TierError); errors reading src are not.
-func fill(tmp, src *os.File, sync bool) (int64, error) {
+// createTemp creates a new file in the directory dirfd (named dir),
+// exclusively and without following a symlink.
+func createTemp(dirfd int, dir string) (*os.File, error) {
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		name := "copy-" + hex.EncodeToString(b[:])
+		fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "create", Path: dir + "/" + name, Err: err}
+		}
+		return os.NewFile(uintptr(fd), dir+"/"+name), nil
+	}
+}
+
+// fill copies src into tmp (in the directory tmpfd), gives it the
+// source's permission bits, times and identity, syncs it if asked, and
+// closes tmp. Errors writing tmp are the tier's (TierError); errors
+// reading src are not.
+func fill(tmpfd int, tmp, src *os.File, source string, st *unix.Stat_t, sync bool) (int64, error) {
 	n, err := copyLoop(tmp, src)
-	if err == nil && sync {
-		if err = tmp.Sync(); err != nil {
+	if err == nil {
+		if err = finish(tmpfd, tmp, source, st, sync); err != nil {
 			err = &TierError{err}
 		}
 	}
@@ -115,6 +142,28 @@ func copyLoop(dst, src *os.File) (int64, error) {
 	}
 }
 
+// finish gives the copy its source's mode, times and identity, through
+// its descriptor. A copy keeps the source's permission bits, so fstat of
+// it reports them, except set-id bits and write permission for group and
+// others: a copy is never anyone else's to change (the data plane serves
+// none that is).
+func finish(tmpfd int, tmp *os.File, source string, src *unix.Stat_t, sync bool) error {
+	fd := int(tmp.Fd())
+	if err := unix.Fchmod(fd, src.Mode&0o755); err != nil {
+		return err
+	}
+	setSourceIdent(fd, src)
+	markLink(fd, source)
+	times := []unix.Timespec{src.Atim, src.Mtim}
+	if err := unix.UtimesNanoAt(tmpfd, filepath.Base(tmp.Name()), times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if sync {
+		return tmp.Sync()
+	}
+	return nil
+}
+
 // sameSource checks that the source still has the size and mtime it had
 // when the copy began, and that all of it was copied.
 func sameSource(fd int, before *unix.Stat_t, n int64) error {
@@ -128,23 +177,16 @@ func sameSource(fd int, before *unix.Stat_t, n int64) error {
 	return nil
 }
 
-// publishTmp gives the copy its source's access and times, then renames it
-// into place.
-func publishTmp(tier, tmp, dst, source string, src *unix.Stat_t) error {
-	if err := applyAccess(tmp, src, false); err != nil {
-		return err
+// rename moves the finished copy from tmp/ to its place, creating the
+// directories it needs (0700), each opened from its checked parent.
+func (tr *Tree) rename(tmpfd int, tmp, dir, leaf string) error {
+	dst, err := tr.dir(dir, true)
+	if err != nil {
+		return &TierError{err}
 	}
-	setSourceIdent(tmp, src)
-	markLink(tmp, source)
-	times := []unix.Timespec{src.Atim, src.Mtim}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, tmp, times, 0); err != nil {
-		return err
-	}
-	if err := mkdirs(tier, dst); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("publish %s: %w", dst, err)
+	defer unix.Close(dst)
+	if err := unix.Renameat(tmpfd, filepath.Base(tmp), dst, leaf); err != nil {
+		return &TierError{fmt.Errorf("publish %s/%s/%s: %w", tr.Path, dir, leaf, err)}
 	}
 	return nil
 }
@@ -156,11 +198,11 @@ const IdentXattr = "user.augur.src"
 
 // setSourceIdent records the source's identity on the copy. A filesystem
 // without user xattrs refuses; its copies then report their own identity.
-func setSourceIdent(tmp string, src *unix.Stat_t) {
+func setSourceIdent(fd int, src *unix.Stat_t) {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], src.Dev)
 	binary.LittleEndian.PutUint64(b[8:], src.Ino)
-	unix.Setxattr(tmp, IdentXattr, b[:], 0)
+	unix.Fsetxattr(fd, IdentXattr, b[:], 0)
 }
 
 // LinkXattr marks a copy whose source path ends in a symlink: an open
@@ -168,70 +210,9 @@ func setSourceIdent(tmp string, src *unix.Stat_t) {
 // sends it there.
 const LinkXattr = "user.augur.link"
 
-func markLink(tmp, source string) {
+func markLink(fd int, source string) {
 	var st unix.Stat_t
 	if unix.Lstat(source, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		unix.Setxattr(tmp, LinkXattr, []byte{1}, 0)
+		unix.Fsetxattr(fd, LinkXattr, []byte{1}, 0)
 	}
-}
-
-// Access. A copy is opened by the data plane in place of its source with
-// the caller's own credentials, so the kernel's permission check on the
-// copy must never let through a caller the source would refuse: a copy
-// of /data/private/x (private/ is 0700) in a directory anyone may search
-// served x to anyone. So every directory of a copy path gets the access
-// of the source directory it stands for, and the copy that of its source,
-// by applyAccess. The tier's writer, who could read the source when it
-// copied it, keeps access.
-
-// applyAccess gives path (a copy, or a directory of copies when dir is
-// set) the permission bits and group of src, except: no setuid, setgid or
-// sticky bit; a directory is always the writer's to search and fill and
-// never anyone else's to write (no one but the writer may plant a copy);
-// and when the group cannot be src's, the group gets no more than others.
-func applyAccess(path string, src *unix.Stat_t, dir bool) error {
-	mode := src.Mode & 0o777
-	if dir {
-		mode = mode&^0o022 | 0o700
-	}
-	if int(src.Gid) != os.Getegid() {
-		if err := unix.Chown(path, -1, int(src.Gid)); err != nil {
-			g, o := mode>>3&7, mode&7
-			mode = mode&^0o070 | (g&o)<<3
-		}
-	}
-	return os.Chmod(path, os.FileMode(mode))
-}
-
-// mkdirs creates the missing directories of dst, a copy path in tier,
-// each with the access of the source directory it stands for
-// (<tier>/files/a@/b@ stands for /a/b). A directory that exists is left
-// as it is.
-func mkdirs(tier, dst string) error {
-	files := filepath.Join(tier, filesDir)
-	rel, err := filepath.Rel(files, filepath.Dir(dst))
-	if err != nil || rel == "." {
-		return err
-	}
-	d, src := files, "/"
-	for _, part := range strings.Split(rel, "/") {
-		d = filepath.Join(d, part)
-		src = filepath.Join(src, strings.TrimSuffix(part, dirMark))
-		err := os.Mkdir(d, 0o700)
-		if os.IsExist(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		if err := stat(src, &st); err != nil {
-			os.Remove(d)
-			return err
-		}
-		if err := applyAccess(d, &st, true); err != nil {
-			return err
-		}
-	}
-	return nil
 }

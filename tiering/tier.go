@@ -1,10 +1,6 @@
 package tiering
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -14,17 +10,6 @@ type Tier struct {
 	Capacity int64  // bytes of copies it may hold
 	Threads  int    // copy workers writing into it
 	Fsync    bool   // fsync copies before publishing (disk tiers)
-}
-
-// Prepare creates the tier's directories. A tier that cannot be
-// prepared is unusable; the caller says so once and goes on without it.
-func (t Tier) Prepare() error {
-	for _, d := range []string{filesDir, tmpDir} {
-		if err := os.MkdirAll(filepath.Join(t.Path, d), 0o755); err != nil {
-			return fmt.Errorf("tier %s: %w", t.Path, err)
-		}
-	}
-	return nil
 }
 
 // IsTmpfs reports whether dir is on a RAM-backed filesystem, where fsync
@@ -40,14 +25,4 @@ func IsTmpfs(dir string) bool {
 // fresh says whether a copy still matches its source.
 func fresh(copy, src *unix.Stat_t) bool {
 	return copy.Size == src.Size && copy.Mtim == src.Mtim
-}
-
-// Clear removes every copy in the tier. The caller must hold its Lock.
-func Clear(t Tier) error {
-	for _, d := range []string{filesDir, tmpDir} {
-		if err := os.RemoveAll(filepath.Join(t.Path, d)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -37,14 +37,15 @@ func TestCopyPathRoundTrip(t *testing.T) {
 	}
 }
 
-// newTier makes a prepared tier in a temp dir and a source directory.
-func newTier(t *testing.T, capacity int64) (Tier, string) {
+// newTier makes an open tier in a temp dir and a source directory.
+func newTier(t *testing.T, capacity int64) (*Tree, string) {
 	t.Helper()
 	dir := t.TempDir()
-	tier := Tier{Path: filepath.Join(dir, "tier"), Capacity: capacity, Threads: 2}
-	if err := tier.Prepare(); err != nil {
+	tier, err := Open(Tier{Path: filepath.Join(dir, "tier"), Capacity: capacity, Threads: 2})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { tier.Close() })
 	src := filepath.Join(dir, "src")
 	os.MkdirAll(src, 0o755)
 	return tier, src
@@ -65,7 +66,7 @@ func TestPublishCopiesBytesModeAndTimes(t *testing.T) {
 	write(t, p, data)
 	old := time.Date(2020, 1, 2, 3, 4, 5, 6789, time.UTC)
 	os.Chtimes(p, old, old)
-	n, err := Publish(tier, p)
+	n, err := tier.Publish(p)
 	if err != nil || n != int64(len(data)) {
 		t.Fatalf("Publish = %d, %v", n, err)
 	}
@@ -81,7 +82,7 @@ func TestPublishCopiesBytesModeAndTimes(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(tier.Path, tmpDir)); len(entries) != 0 {
 		t.Errorf("temporary files left: %v", entries)
 	}
-	if _, err := Publish(tier, src); !errors.Is(err, ErrNotRegular) {
+	if _, err := tier.Publish(src); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("Publish(dir) = %v, want ErrNotRegular", err)
 	}
 }
@@ -94,7 +95,7 @@ func TestValidateRemovesStaleKeepsFresh(t *testing.T) {
 	gone := filepath.Join(src, "gone")
 	for _, p := range []string{keep, grown, touched, gone} {
 		write(t, p, []byte("0123456789"))
-		if _, err := Publish(tier, p); err != nil {
+		if _, err := tier.Publish(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +105,7 @@ func TestValidateRemovesStaleKeepsFresh(t *testing.T) {
 	os.Remove(gone)
 	write(t, filepath.Join(tier.Path, tmpDir, "copy-crashed"), []byte("partial"))
 
-	rep := Validate(tier)
+	rep := tier.Validate()
 	if rep.Stale != 3 || rep.Files != 1 || rep.Bytes != 10 || len(rep.Errors) != 0 {
 		t.Fatalf("Validate = %+v, want 3 stale, 1 file of 10 bytes", rep)
 	}
@@ -121,12 +122,15 @@ func TestValidateRemovesStaleKeepsFresh(t *testing.T) {
 
 func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 	fast, src := newTier(t, 25)
-	slow := Tier{Path: filepath.Join(filepath.Dir(fast.Path), "slow"), Capacity: 15, Threads: 1}
-	slow.Prepare()
+	slow, err := Open(Tier{Path: filepath.Join(filepath.Dir(fast.Path), "slow"), Capacity: 15, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		write(t, filepath.Join(src, name), []byte("0123456789"))
 	}
-	tiers := []Tier{fast, slow}
+	tiers := []*Tree{fast, slow}
 	res := Warm(tiers, make([]Usage, 2), []string{src})
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
@@ -134,7 +138,7 @@ func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 	if res.Copied[0].Files != 2 || res.Copied[1].Files != 1 || res.Unfit != 2 {
 		t.Fatalf("Warm = %+v, want 2 in fast, 1 in slow, 2 unfit", res)
 	}
-	again := Warm(tiers, []Usage{UsageOf(fast), UsageOf(slow)}, []string{src})
+	again := Warm(tiers, []Usage{fast.Usage(), slow.Usage()}, []string{src})
 	if again.Present != 3 || again.Copied[0].Files+again.Copied[1].Files != 0 {
 		t.Fatalf("second Warm = %+v, want 3 present and nothing copied", again)
 	}
@@ -142,7 +146,7 @@ func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 
 func TestLockExcludesOtherProcesses(t *testing.T) {
 	tier, _ := newTier(t, 1)
-	l, err := TryLock(tier.Path)
+	l, err := tier.TryLock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,11 @@ func TestLockHelper(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	if _, err := TryLock(dir); err != nil {
+	tr, err := Open(Tier{Path: dir})
+	if err == nil {
+		_, err = tr.TryLock()
+	}
+	if err != nil {
 		os.Stdout.WriteString(err.Error() + "\n")
 		return
 	}

@@ -1,9 +1,8 @@
 package tiering
 
 import (
-	"io/fs"
+	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -18,21 +17,25 @@ type Usage struct {
 // Report is the outcome of Validate.
 type Report struct {
 	Usage
-	Stale  int64   // copies removed: source gone or changed
-	Errors []error // sources that could not be checked; their copies stay
+	Stale  int64   // copies removed: source gone or changed, or not a copy of ours
+	Errors []error // sources that could not be checked (their copies stay), untrusted directories
 }
 
 // statWorkers bounds the concurrent source stats of Validate: each is a
 // metadata round trip to the shared filesystem.
 const statWorkers = 8
 
-// Validate removes every copy in tier whose source is gone or changed,
-// clears temporary files left by a crashed writer, and reports what is
-// left. The caller must hold the tier's Lock.
-func Validate(t Tier) Report {
-	os.RemoveAll(filepath.Join(t.Path, tmpDir))
-	os.MkdirAll(filepath.Join(t.Path, tmpDir), 0o755)
-	return Check(t)
+// Validate removes every copy in the tier whose source is gone or
+// changed, clears temporary files left by a crashed writer, and reports
+// what is left. The caller must hold the tier's Lock.
+func (tr *Tree) Validate() Report {
+	var rep Report
+	remove := func(e *entry) { unix.Unlinkat(e.dirfd, e.name, 0) }
+	tr.walk(tmpDir, remove, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) },
+		func(err error) { rep.Errors = append(rep.Errors, err) })
+	c := tr.Check()
+	c.Errors = append(rep.Errors, c.Errors...)
+	return c
 }
 
 // Check is Validate without touching the temporary files, for a process
@@ -40,22 +43,29 @@ func Validate(t Tier) Report {
 // writes the tier must still never serve a copy whose source changed since
 // that job validated it. Removing a stale copy is safe from any process
 // (the data plane does it on every write-open); the writer's copies in
-// progress are left alone.
-func Check(t Tier) Report {
+// progress are left alone. Anything under files/ that is not a regular
+// file of this user's is no copy of augur's and is removed (a symlink
+// only as a link, never its target).
+func (tr *Tree) Check() Report {
 	type item struct {
-		copy string
-		st   unix.Stat_t
+		source string
+		st     unix.Stat_t
 	}
 	work := make(chan item)
 	var mu sync.Mutex // guards rep
 	var rep Report
+	onErr := func(err error) {
+		mu.Lock()
+		rep.Errors = append(rep.Errors, err)
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < statWorkers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range work {
-				keep, err := checkCopy(t.Path, it.copy, &it.st)
+				keep, err := tr.checkCopy(it.source, &it.st)
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -71,68 +81,76 @@ func Check(t Tier) Report {
 			}
 		}()
 	}
-	filepath.WalkDir(filepath.Join(t.Path, filesDir), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
+	tr.walk(filesDir, func(e *entry) {
+		src, ok := sourceOf(e.rel)
+		if !ok || Untrusted(tr.Path+"/"+e.rel, &e.st, unix.S_IFREG) != nil {
+			if unix.Unlinkat(e.dirfd, e.name, 0) == nil {
+				mu.Lock()
+				rep.Stale++
+				mu.Unlock()
+			}
+			return
 		}
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil {
-			work <- item{p, st}
-		}
-		return nil
-	})
+		work <- item{src, e.st}
+	}, nil, onErr)
 	close(work)
 	wg.Wait()
 	return rep
 }
 
-// checkCopy decides whether one copy stays. A copy is removed only when
-// its source is known to be gone or different; any other failure keeps
-// it and is reported.
-func checkCopy(tier, copy string, cst *unix.Stat_t) (bool, error) {
-	src, ok := SourcePath(tier, copy)
-	if !ok {
-		return false, os.Remove(copy)
-	}
+// checkCopy decides whether the copy of source (whose stat is cst) stays.
+// A copy is removed only when its source is known to be gone or
+// different; any other failure keeps it and is reported.
+func (tr *Tree) checkCopy(source string, cst *unix.Stat_t) (bool, error) {
 	var sst unix.Stat_t
-	err := stat(src, &sst)
+	err := stat(source, &sst)
 	if err != nil && !gone(err) {
 		return true, err
 	}
 	if err == nil && fresh(cst, &sst) && sst.Mode&unix.S_IFMT == unix.S_IFREG {
 		return true, nil
 	}
-	if rerr := os.Remove(copy); rerr != nil && !os.IsNotExist(rerr) {
+	if rerr := tr.Remove(source); rerr != nil && !errors.Is(rerr, unix.ENOENT) {
 		return true, rerr
 	}
 	return false, nil
 }
 
-// UsageOf counts the copies in tier without checking them.
-func UsageOf(t Tier) Usage {
+// Remove drops the copy of source, if the tier holds one.
+func (tr *Tree) Remove(source string) error {
+	dir, leaf, err := copyRel(source)
+	if err != nil {
+		return err
+	}
+	fd, err := tr.dir(dir, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Unlinkat(fd, leaf, 0); err != nil {
+		return &os.PathError{Op: "remove", Path: tr.Path + "/" + dir + "/" + leaf, Err: err}
+	}
+	return nil
+}
+
+// Usage counts the copies in the tier without checking them.
+func (tr *Tree) Usage() Usage {
 	var u Usage
-	filepath.WalkDir(filepath.Join(t.Path, filesDir), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				u.Bytes += info.Size()
-				u.Files++
-			}
+	tr.walk(filesDir, func(e *entry) {
+		if e.st.Mode&unix.S_IFMT == unix.S_IFREG {
+			u.Bytes += e.st.Size
+			u.Files++
 		}
-		return nil
-	})
+	}, nil, func(error) {})
 	return u
 }
 
 // Lookup returns the index of the fastest tier holding a fresh copy of
-// source, or -1.
-func Lookup(tiers []Tier, source string, src *unix.Stat_t) int {
-	for i, t := range tiers {
-		p, err := CopyPath(t.Path, source)
-		if err != nil {
-			return -1
-		}
+// source, or -1. A nil tree is a tier not in use.
+func Lookup(trees []*Tree, source string, src *unix.Stat_t) int {
+	for i, tr := range trees {
 		var cst unix.Stat_t
-		if unix.Stat(p, &cst) == nil && fresh(&cst, src) {
+		if tr != nil && tr.statCopy(source, &cst) && fresh(&cst, src) {
 			return i
 		}
 	}
@@ -141,17 +159,22 @@ func Lookup(tiers []Tier, source string, src *unix.Stat_t) int {
 
 // LookupPath returns the index of the fastest tier holding a copy of
 // source, without comparing it with the source (for copies Validate has
-// just checked), or -1.
-func LookupPath(tiers []Tier, source string) int {
-	for i, t := range tiers {
-		p, err := CopyPath(t.Path, source)
-		if err != nil {
-			return -1
-		}
+// just checked), or -1. A nil tree is a tier not in use.
+func LookupPath(trees []*Tree, source string) int {
+	for i, tr := range trees {
 		var cst unix.Stat_t
-		if unix.Stat(p, &cst) == nil && cst.Mode&unix.S_IFMT == unix.S_IFREG {
+		if tr != nil && tr.statCopy(source, &cst) {
 			return i
 		}
 	}
 	return -1
+}
+
+// statCopy stats the copy of source by its path, as the data plane opens
+// it, and reports whether it is one the data plane would serve: a regular
+// file of this user's that no one else may write. (A read only: a path
+// swapped meanwhile can make it answer wrongly, never write elsewhere.)
+func (tr *Tree) statCopy(source string, st *unix.Stat_t) bool {
+	p, err := CopyPath(tr.Path, source)
+	return err == nil && unix.Stat(p, st) == nil && Untrusted(p, st, unix.S_IFREG) == nil
 }

@@ -19,8 +19,11 @@ type WarmResult struct {
 // Warm copies every file under roots into the tiers, fastest first,
 // within each tier's capacity, starting from usage (what Validate found).
 // The caller must hold the Lock of every tier.
-func Warm(tiers []Tier, usage []Usage, roots []string) WarmResult {
-	tiers = append([]Tier(nil), tiers...) // capacities shrink when a tier fills
+func Warm(trees []*Tree, usage []Usage, roots []string) WarmResult {
+	tiers := make([]Tier, len(trees)) // capacities shrink when a tier fills
+	for i, tr := range trees {
+		tiers[i] = tr.Tier
+	}
 	res := WarmResult{Copied: make([]Usage, len(tiers))}
 	var mu sync.Mutex // guards res and used
 	used := make([]int64, len(tiers))
@@ -29,14 +32,14 @@ func Warm(tiers []Tier, usage []Usage, roots []string) WarmResult {
 	}
 	queues := make([]chan string, len(tiers))
 	var wg sync.WaitGroup
-	for i, t := range tiers {
+	for i, tr := range trees {
 		queues[i] = make(chan string, 64)
-		for w := 0; w < max(t.Threads, 1); w++ {
+		for w := 0; w < max(tr.Threads, 1); w++ {
 			wg.Add(1)
-			go func(i int, t Tier) {
+			go func(i int, tr *Tree) {
 				defer wg.Done()
 				for src := range queues[i] {
-					n, err := Publish(t, src)
+					n, err := tr.Publish(src)
 					mu.Lock()
 					if err != nil {
 						res.Errors = append(res.Errors, fmt.Errorf("%s: %w", src, err))
@@ -49,12 +52,12 @@ func Warm(tiers []Tier, usage []Usage, roots []string) WarmResult {
 					}
 					mu.Unlock()
 				}
-			}(i, t)
+			}(i, tr)
 		}
 	}
 	Walk(roots, func(p string, st *unix.Stat_t) {
 		size := st.Size
-		if Lookup(tiers, p, st) >= 0 {
+		if Lookup(trees, p, st) >= 0 {
 			mu.Lock()
 			res.Present++
 			mu.Unlock()

@@ -174,10 +174,11 @@ func newWorld(lib string) (*world, error) {
 // makeDataset writes the files, publishes each into the RAM tier, and
 // lists both the dataset paths and the copy paths.
 func (w *world) makeDataset() error {
-	tier := tiering.Tier{Path: w.ram, Capacity: 1 << 30}
-	if err := tier.Prepare(); err != nil {
+	tier, err := tiering.Open(tiering.Tier{Path: w.ram, Capacity: 1 << 30})
+	if err != nil {
 		return err
 	}
+	defer tier.Close()
 	var data, copies []string
 	buf := make([]byte, fileSize)
 	for i := 0; i < nFiles; i++ {
@@ -187,7 +188,7 @@ func (w *world) makeDataset() error {
 		if err := os.WriteFile(p, buf, 0o644); err != nil {
 			return err
 		}
-		if _, err := tiering.Publish(tier, p); err != nil {
+		if _, err := tier.Publish(p); err != nil {
 			return err
 		}
 		cp, _ := tiering.CopyPath(w.ram, p)
@@ -203,8 +204,7 @@ func (w *world) close() {
 	w.leader.Close()
 	os.RemoveAll(w.dir)
 	os.RemoveAll(w.ram)
-	os.Remove(w.seg.Path)
-	os.Remove(strings.TrimSuffix(w.seg.Path, ".seg") + ".leader")
+	shim.RemoveJob(w.seg.Job)
 }
 
 // micro runs the C reader once and returns its ns per operation.

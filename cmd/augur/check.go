@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/tiering"
 )
 
 func cmdCheck(args []string) int {
@@ -45,10 +46,13 @@ func cmdCheck(args []string) int {
 	}
 	for i, t := range cfg.Tiers {
 		fmt.Printf("tier %d: %s, %s, %d copy threads\n", i, t.Path, shim.FormatSize(t.Capacity), t.Threads)
-		if err := t.Prepare(); err != nil {
+		tree, err := tiering.Open(t)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			status = 1
+			continue
 		}
+		tree.Close()
 	}
 	if status == 0 {
 		fmt.Println("ok")

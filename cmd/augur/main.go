@@ -5,7 +5,7 @@
 //	augur warm                          copy the dataset into the tiers
 //	augur stat [--json] [--watch]       counters of the running or last job
 //	augur check [--config F]            validate the configuration
-//	augur clean                         remove tier copies and old job state
+//	augur clean [--jobs]                remove tier copies and ended jobs' state
 //	augur pfsemu --source D --mount M   emulate a parallel filesystem
 package main
 
@@ -35,7 +35,8 @@ commands:
   warm  copy dataset files into the tiers (fastest first, within capacity)
   stat  [--json] [--watch] [--job ID]   show the counters of the running or last job
   check [--config F]   validate the configuration
-  clean [--jobs]       remove all tier copies (and, with --jobs, ended jobs' counters)
+  clean [--jobs]       remove all tier copies and the state of ended jobs in /dev/shm
+        (--jobs: only the jobs' state)
   plan  [--order [--rank R] [--epoch E]] [--json]   what the clairvoyant policy will place
         and prefetch; --order prints a rank's predicted access sequence
   pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)

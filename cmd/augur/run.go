@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/augur-hpc/augur/shim"
@@ -34,23 +31,23 @@ func cmdRun(args []string) int {
 	}
 	cfg, err := jf.load()
 	if err != nil {
-		return fail("%v", err)
+		return withoutAugur(argv, err)
 	}
 	job := os.Getenv("AUGUR_JOB") // a script may name the job to find it later
 	if job == "" {
-		job = newJobID()
+		job = shim.NewJobID("run-")
 		os.Setenv("AUGUR_JOB", job)
 	}
 	seg, err := shim.AttachSegment(job)
 	if err != nil {
-		return fail("%v", err)
+		return withoutAugur(argv, err)
 	}
 	log := shim.NewLogger(cfg.LogLevel, cfg.LogFile)
 	// Lead before the command starts, so its first open already finds
 	// validated tiers.
 	leader, err := shim.Lead(cfg, seg, log)
 	if err != nil {
-		return fail("%v", err)
+		return withoutAugur(argv, err)
 	}
 	if leader != nil {
 		defer leader.Close()
@@ -58,17 +55,29 @@ func cmdRun(args []string) int {
 	return runChild(argv, libPath)
 }
 
-// runChild runs argv with the shim preloaded, forwards the signals a
-// terminal or batch system sends, and returns the child's exit status the
-// way a shell reports it.
+// withoutAugur runs the command unaccelerated after one message saying
+// why: a job is never kept from running by augur's trouble (a bad
+// configuration, another user's state in the job's place).
+func withoutAugur(argv []string, why error) int {
+	fmt.Fprintf(os.Stderr, "augur: %v; running the command without augur\n", why)
+	os.Setenv("AUGUR_DISABLE", "1")
+	return runChild(argv, "")
+}
+
+// runChild runs argv with the shim lib preloaded ("": not), forwards the
+// signals a terminal or batch system sends, and returns the child's exit
+// status the way a shell reports it.
 func runChild(argv []string, lib string) int {
-	preload := lib
-	if old := os.Getenv("LD_PRELOAD"); old != "" {
-		preload = lib + ":" + old
-	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "LD_PRELOAD="+preload)
+	cmd.Env = os.Environ()
+	if lib != "" {
+		preload := lib
+		if old := os.Getenv("LD_PRELOAD"); old != "" {
+			preload = lib + ":" + old
+		}
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+preload)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -117,11 +126,4 @@ func findLib(flagValue string) (string, error) {
 		}
 	}
 	return "", errors.New("libaugur.so not found next to augur; pass --lib or set AUGUR_LIB")
-}
-
-// newJobID names a job uniquely on this node.
-func newJobID() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return strings.Join([]string{"run", itoa(os.Getpid()), hex.EncodeToString(b)}, "-")
 }

@@ -25,11 +25,11 @@ func cmdStat(args []string) int {
 	if *job != "" {
 		path = shim.SegmentPath(*job)
 	} else {
-		segs, err := shim.Segments()
-		if err != nil || len(segs) == 0 {
+		jobs := shim.Jobs()
+		if len(jobs) == 0 {
 			return fail("stat: %v", shim.ErrNoSegment)
 		}
-		path = segs[0]
+		path = shim.SegmentPath(jobs[0])
 	}
 	seg, err := shim.OpenSegment(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -99,8 +99,8 @@ func printStats(w io.Writer, st shim.Stats) {
 			st.Predicted, 100*st.Accuracy, state, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
 			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
 	}
-	fmt.Fprintf(w, "write opens %d   copies invalidated %d   stale removed at start %d   tier errors %d\n",
-		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors)
+	fmt.Fprintf(w, "write opens %d   copies invalidated %d   stale removed at start %d   tier errors %d   copies refused (not yours) %d\n",
+		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors, st.Untrusted)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
 		st.Events, st.RingDropped, st.Lost, st.Untracked)
 }

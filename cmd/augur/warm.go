@@ -25,23 +25,31 @@ func cmdWarm(args []string) int {
 	}
 	start := time.Now()
 	var usage []tiering.Usage
+	var trees []*tiering.Tree
 	for _, t := range cfg.Tiers {
-		if err := t.Prepare(); err != nil {
-			return fail("warm: %v", err)
+		tree, err := tiering.Open(t)
+		if err != nil {
+			fail("warm: %v; tier not used", err)
+			continue
 		}
-		lock, err := tiering.TryLock(t.Path)
+		defer tree.Close()
+		lock, err := tree.TryLock()
 		if err != nil {
 			return fail("warm: %v; a running job writes this tier", err)
 		}
 		defer lock.Unlock()
-		rep := tiering.Validate(t)
+		rep := tree.Validate()
 		if rep.Stale > 0 {
 			fmt.Printf("%s: removed %d stale copies\n", t.Path, rep.Stale)
 		}
 		usage = append(usage, rep.Usage)
+		trees = append(trees, tree)
 	}
-	res := tiering.Warm(cfg.Tiers, usage, cfg.Roots)
-	for i, t := range cfg.Tiers {
+	if len(trees) == 0 {
+		return fail("warm: no tier can be used")
+	}
+	res := tiering.Warm(trees, usage, cfg.Roots)
+	for i, t := range trees {
 		fmt.Printf("%s: copied %d files (%s); holds %s of %s\n", t.Path,
 			res.Copied[i].Files, shim.FormatSize(res.Copied[i].Bytes),
 			shim.FormatSize(usage[i].Bytes+res.Copied[i].Bytes), shim.FormatSize(t.Capacity))

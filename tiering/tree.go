@@ -1,0 +1,210 @@
+package tiering
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Trust. A tier holds the bytes a job is served as its dataset, so
+// nothing in it may come from anyone but the user who runs the job. Tiers
+// live in shared places (/dev/shm, $TMPDIR) where any user can create a
+// name first, so a tier is used only if its directory, files/ and tmp/
+// are directories this user owns, that no one else may write, and that
+// are not symbolic links. A Tree enters the tier through a descriptor
+// opened with O_NOFOLLOW and checked; every directory below is opened
+// with openat and O_NOFOLLOW from its checked parent and checked in turn,
+// so a component swapped for a symlink, even in the middle of a walk,
+// cannot lead a write or a removal out of the tier. The directories augur
+// creates are 0700: nobody else can even look into a tier.
+
+// UnsafeError is a path augur does not trust: what it is, whose, and
+// its mode.
+type UnsafeError struct {
+	Path string
+	Why  string
+}
+
+func (e *UnsafeError) Error() string { return e.Path + " " + e.Why }
+
+// Tree is an open tier. Its methods reach every path below the tier from
+// the descriptor Open checked; the descriptor is checked again before
+// each use, since a host program that closes descriptors it does not own
+// could make its number name another directory. A Tree is safe for
+// concurrent use; Close it when done.
+type Tree struct {
+	Tier
+	fd       int
+	dev, ino uint64
+}
+
+// Open creates the tier's directory if it is missing (only its last
+// component: a missing parent is a configuration error), then files/ and
+// tmp/, and checks that all three are the user's own and private.
+func Open(t Tier) (*Tree, error) {
+	if err := mkdirLast(t.Path); err != nil {
+		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	fd, st, err := openDirAt(unix.AT_FDCWD, t.Path, t.Path)
+	if err != nil {
+		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	tr := &Tree{Tier: t, fd: fd, dev: st.Dev, ino: st.Ino}
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0 {
+		tr.Close()
+		return nil, fmt.Errorf("tier %s: on a read-only filesystem", t.Path)
+	}
+	for _, d := range []string{filesDir, tmpDir} {
+		sub, err := tr.dir(d, true)
+		if err != nil {
+			tr.Close()
+			return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+		}
+		unix.Close(sub)
+	}
+	return tr, nil
+}
+
+// Close releases the tier's descriptor.
+func (tr *Tree) Close() error {
+	if tr == nil || tr.fd < 0 {
+		return nil
+	}
+	err := unix.Close(tr.fd)
+	tr.fd = -1
+	return err
+}
+
+// mkdirLast creates dir (mode 0700) unless it exists; its parent must.
+func mkdirLast(dir string) error {
+	err := unix.Mkdir(dir, 0o700)
+	if err == nil || errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	parent := dir[:max(strings.LastIndexByte(strings.TrimRight(dir, "/"), '/'), 1)]
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("parent directory %s does not exist (augur creates only the tier's own directory)", parent)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("parent %s is not a directory", parent)
+	case errors.Is(err, unix.EROFS):
+		return errors.New("on a read-only filesystem")
+	}
+	return fmt.Errorf("mkdir %s: %w", dir, err)
+}
+
+// root returns the tier's descriptor after checking that it still names
+// the directory Open checked.
+func (tr *Tree) root() (int, error) {
+	if tr == nil {
+		return -1, errors.New("tier not in use")
+	}
+	var st unix.Stat_t
+	if tr.fd < 0 || unix.Fstat(tr.fd, &st) != nil || st.Dev != tr.dev || st.Ino != tr.ino {
+		return -1, fmt.Errorf("tier %s: its descriptor was closed or reused by the program", tr.Path)
+	}
+	return tr.fd, nil
+}
+
+// dir opens rel, a slash-separated directory path below the tier, one
+// component at a time, each with O_NOFOLLOW from its checked parent and
+// checked itself; with create, missing components are made (0700). The
+// caller closes the descriptor.
+func (tr *Tree) dir(rel string, create bool) (int, error) {
+	cur, err := tr.root()
+	if err != nil {
+		return -1, err
+	}
+	path := tr.Path
+	for _, name := range strings.Split(rel, "/") {
+		path += "/" + name
+		if create {
+			if err := unix.Mkdirat(cur, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				closeSub(tr, cur)
+				return -1, &os.PathError{Op: "mkdir", Path: path, Err: err}
+			}
+		}
+		fd, _, err := openDirAt(cur, name, path)
+		closeSub(tr, cur)
+		if err != nil {
+			return -1, err
+		}
+		cur = fd
+	}
+	return cur, nil
+}
+
+// closeSub closes a descriptor dir opened, never the tier's own.
+func closeSub(tr *Tree, fd int) {
+	if fd != tr.fd {
+		unix.Close(fd)
+	}
+}
+
+// openDirAt opens name (relative to dirfd) as a directory without
+// following a symlink, and checks it; path names it in messages.
+func openDirAt(dirfd int, name, path string) (int, *unix.Stat_t, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var st unix.Stat_t
+		if (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) &&
+			unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return -1, nil, Untrusted(path, &st, unix.S_IFDIR)
+		}
+		return -1, nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := Untrusted(path, &st, unix.S_IFDIR); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, &st, nil
+}
+
+// Untrusted says why path, whose lstat or fstat is st, is not something
+// augur may trust as a kind (unix.S_IFDIR, unix.S_IFREG) of its own:
+// a symlink, another kind, another user's, or writable by group or
+// others. It returns nil for a trusted path.
+func Untrusted(path string, st *unix.Stat_t, kind uint32) error {
+	who := fmt.Sprintf("owner uid %d%s, mode %04o", st.Uid, userName(st.Uid), st.Mode&0o7777)
+	var why string
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		target, _ := os.Readlink(path)
+		why = fmt.Sprintf("is a symbolic link to %s (%s)", target, who)
+	case st.Mode&unix.S_IFMT != kind:
+		why = fmt.Sprintf("is not a %s (%s)", kindName(kind), who)
+	case int(st.Uid) != os.Geteuid():
+		why = fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
+			st.Uid, userName(st.Uid), os.Geteuid(), userName(uint32(os.Geteuid())), st.Mode&0o7777)
+	case st.Mode&0o022 != 0:
+		why = fmt.Sprintf("is writable by group or others (%s)", who)
+	default:
+		return nil
+	}
+	return &UnsafeError{Path: path, Why: why}
+}
+
+func kindName(kind uint32) string {
+	if kind == unix.S_IFDIR {
+		return "directory"
+	}
+	return "regular file"
+}
+
+// userName is " (name)" for a uid with a name, else "".
+func userName(uid uint32) string {
+	if u, err := user.LookupId(fmt.Sprint(uid)); err == nil {
+		return " (" + u.Username + ")"
+	}
+	return ""
+}
