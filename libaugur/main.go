@@ -57,6 +57,9 @@ func start() bool {
 		return false
 	}
 	log := shim.NewLogger(cfg.LogLevel, cfg.LogFile)
+	for _, p := range cfg.Problems {
+		log.Warn().Msg(p.String())
+	}
 	seg, err := shim.AttachSegment(C.GoString(C.augur_job()))
 	if err != nil {
 		log.Error().Msgf("%v; passing through", err)

@@ -33,6 +33,32 @@ type Config struct {
 	// copy with its source during a job (0: at every open).
 	Revalidate time.Duration
 	Access     Access
+	// Problems are what is wrong with the configuration that augur works
+	// around: tiers it does not use, and warnings. Each is said once by
+	// whoever loads the configuration (the preload, augur run, augur
+	// check, which fails on any).
+	Problems []Problem
+	specs    []tierSpec // the tiers as configured, until check
+}
+
+// Problem is one thing wrong with the configuration.
+type Problem struct {
+	Where   string // file:line, the variable, or "" (a built-in default)
+	Msg     string
+	Warning bool // the tier is used all the same
+}
+
+func (p Problem) String() string {
+	if p.Where == "" {
+		return p.Msg
+	}
+	return p.Where + ": " + p.Msg
+}
+
+// tierSpec is a tier as configured, with where it was.
+type tierSpec struct {
+	tiering.Tier
+	where string
 }
 
 // Access is how the training job reads the dataset: what the clairvoyant
@@ -122,8 +148,10 @@ func Load() (*Config, error) {
 	if err := c.applyEnv(); err != nil {
 		return nil, err
 	}
-	if len(c.Tiers) == 0 {
-		c.Tiers = DefaultTiers()
+	if len(c.specs) == 0 {
+		for _, t := range DefaultTiers() {
+			c.specs = append(c.specs, tierSpec{Tier: t})
+		}
 	}
 	return c, c.check()
 }
@@ -165,6 +193,7 @@ func (c *Config) readFile(path string) error {
 			return fail("tier", i, "", "tier has no path")
 		}
 		tier := tiering.Tier{Path: t.Path, Threads: t.Threads}
+		where := fmt.Sprintf("%s:%d", path, locate(src, "tier", i, "path"))
 		if t.Capacity == "" {
 			return fail("tier", i, "", fmt.Sprintf("tier %s has no capacity", t.Path))
 		}
@@ -175,7 +204,7 @@ func (c *Config) readFile(path string) error {
 			return fail("tier", i, "threads", "threads must be at least 1")
 		}
 		tier.Fsync = t.Fsync != nil && *t.Fsync
-		c.Tiers = append(c.Tiers, tier)
+		c.specs = append(c.specs, tierSpec{tier, where})
 	}
 	if fc.Log.Level != "" {
 		c.LogLevel = fc.Log.Level
@@ -294,7 +323,10 @@ func (c *Config) applyEnv() error {
 		if err != nil {
 			return fmt.Errorf("AUGUR_TIERS: %w", err)
 		}
-		c.Tiers = tiers
+		c.specs = nil
+		for _, t := range tiers {
+			c.specs = append(c.specs, tierSpec{t, "AUGUR_TIERS"})
+		}
 	}
 	if v := os.Getenv("AUGUR_POLICY"); v != "" {
 		if !validPolicy(v) {
@@ -377,7 +409,8 @@ func DefaultTiers() []tiering.Tier {
 	return tiers
 }
 
-// check normalises paths and rejects what cannot work.
+// check normalises the dataset roots and keeps the tiers that can work;
+// the others become Problems.
 func (c *Config) check() error {
 	for i, r := range c.Roots {
 		abs, err := filepath.Abs(r)
@@ -386,26 +419,77 @@ func (c *Config) check() error {
 		}
 		c.Roots[i] = abs
 	}
-	for i := range c.Tiers {
-		t := &c.Tiers[i]
-		abs, err := filepath.Abs(t.Path)
-		if err != nil || t.Path == "" {
-			return fmt.Errorf("tier %q is not a path", t.Path)
+	for _, s := range c.specs {
+		if msg := c.tierProblem(&s.Tier); msg != "" {
+			c.Problems = append(c.Problems, Problem{s.where, msg + "; tier not used", false})
+			continue
 		}
-		t.Path = abs
-		if t.Threads == 0 {
-			t.Threads = 16
+		if msg := capacityProblem(s.Tier); msg != "" {
+			c.Problems = append(c.Problems, Problem{s.where, msg, true})
 		}
-		for _, r := range c.Roots {
-			if within(t.Path, r) || within(r, t.Path) {
-				return fmt.Errorf("tier %s and dataset root %s overlap", t.Path, r)
-			}
+		if s.Threads == 0 {
+			s.Threads = 16
 		}
+		c.Tiers = append(c.Tiers, s.Tier)
 	}
-	if len(c.Tiers) > MaxTiers {
-		return fmt.Errorf("%d tiers given; at most %d are supported", len(c.Tiers), MaxTiers)
-	}
+	c.specs = nil
 	return nil
+}
+
+// tierProblem says why t cannot be used beside the tiers kept so far and
+// the dataset roots, or "". It cleans t's path.
+func (c *Config) tierProblem(t *tiering.Tier) string {
+	if !filepath.IsAbs(t.Path) {
+		return fmt.Sprintf("tier %q is not an absolute path", t.Path)
+	}
+	t.Path = filepath.Clean(t.Path)
+	for _, k := range c.Tiers {
+		switch {
+		case k.Path == t.Path || sameFile(k.Path, t.Path):
+			return fmt.Sprintf("tier %s is listed twice", t.Path)
+		case within(t.Path, k.Path):
+			return fmt.Sprintf("tier %s is inside tier %s", t.Path, k.Path)
+		case within(k.Path, t.Path):
+			return fmt.Sprintf("tier %s contains tier %s", t.Path, k.Path)
+		}
+	}
+	for _, r := range c.RootForms() {
+		switch {
+		case within(t.Path, r):
+			return fmt.Sprintf("tier %s is inside dataset root %s", t.Path, r)
+		case within(r, t.Path):
+			return fmt.Sprintf("dataset root %s is inside tier %s", r, t.Path)
+		}
+	}
+	if len(c.Tiers) == MaxTiers {
+		return fmt.Sprintf("tier %s is one too many: at most %d tiers are supported", t.Path, MaxTiers)
+	}
+	if err := tiering.Inspect(*t); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// sameFile says whether a and b exist and are one directory.
+func sameFile(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// capacityProblem warns of a capacity larger than the tier's filesystem.
+func capacityProblem(t tiering.Tier) string {
+	dir := t.Path
+	var fs unix.Statfs_t
+	if unix.Statfs(dir, &fs) != nil {
+		if dir = filepath.Dir(dir); unix.Statfs(dir, &fs) != nil {
+			return ""
+		}
+	}
+	if size := int64(fs.Blocks) * fs.Bsize; t.Capacity > size {
+		return fmt.Sprintf("warning: tier %s: capacity %s is more than its filesystem holds (%s); it fills up first",
+			t.Path, FormatSize(t.Capacity), FormatSize(size))
+	}
+	return ""
 }
 
 // within says whether p is dir or inside it.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // clearEnv unsets every AUGUR_ variable for the test.
@@ -46,13 +48,13 @@ seed = 7
 roots = ["/data/a", "/data/b"]
 
 [[tier]]
-path = "/dev/shm/x"
-capacity = "1GiB"
+path = "`+dir+`/x"
+capacity = "1KiB"
 threads = 2
 
 [[tier]]
-path = "/scratch/y"
-capacity = "10G"
+path = "`+dir+`/y"
+capacity = "10K"
 fsync = true
 
 [log]
@@ -63,20 +65,20 @@ level = "info"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Seed != 7 || len(c.Roots) != 2 || len(c.Tiers) != 2 || c.Tiers[0].Capacity != 1<<30 ||
+	if c.Seed != 7 || len(c.Roots) != 2 || len(c.Tiers) != 2 || c.Tiers[0].Capacity != 1<<10 ||
 		c.Tiers[0].Threads != 2 || c.Tiers[1].Threads != 16 || !c.Tiers[1].Fsync || c.LogLevel != "info" {
 		t.Fatalf("from file: %+v", c)
 	}
 	t.Setenv("AUGUR_SEED", "42")
 	t.Setenv("AUGUR_DATASET", "/pfs/imagenet:/pfs/other")
-	t.Setenv("AUGUR_TIERS", "/dev/shm/augur:8GiB,/local/ssd/augur:200GiB")
+	t.Setenv("AUGUR_TIERS", dir+"/ram:8KiB,"+dir+"/ssd:200KiB")
 	t.Setenv("AUGUR_LOG", "debug:/tmp/augur.log")
 	c, err = Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Seed != 42 || c.Roots[0] != "/pfs/imagenet" || c.Roots[1] != "/pfs/other" ||
-		c.Tiers[1].Path != "/local/ssd/augur" || c.Tiers[1].Capacity != 200<<30 ||
+		c.Tiers[1].Path != dir+"/ssd" || c.Tiers[1].Capacity != 200<<10 ||
 		c.LogLevel != "debug" || c.LogFile != "/tmp/augur.log" {
 		t.Fatalf("with env: %+v", c)
 	}
@@ -137,10 +139,126 @@ func TestEnvErrors(t *testing.T) {
 			}
 		})
 	}
-	clearEnv(t)
-	t.Setenv("AUGUR_DATASET", "/pfs/ds")
-	t.Setenv("AUGUR_TIERS", "/pfs/ds/cache:1G")
-	if _, err := Load(); err == nil || !strings.Contains(err.Error(), "overlap") {
-		t.Fatalf("tier inside dataset: %v", err)
+}
+
+// TestTierProblems holds every bad tier configuration and its exact
+// message: the tier is not used (or, for a capacity beyond its
+// filesystem, used with a warning), the rest of the configuration is.
+// "{D}" in a case stands for its scratch directory, "{M}" for a 1 MiB
+// tmpfs mounted there, "{R}" for the same read-only.
+func TestTierProblems(t *testing.T) {
+	cases := []struct {
+		name  string
+		env   map[string]string
+		toml  string // written to {D}/augur.toml, which AUGUR_CONFIG names
+		setup func(t *testing.T, d string)
+		want  []string // the problems, in order
+		tiers []string // the tiers used
+	}{
+		{name: "relative", env: map[string]string{"AUGUR_TIERS": "garbage"},
+			want: []string{`AUGUR_TIERS: tier "garbage" is not an absolute path; tier not used`}},
+		{name: "relative-toml", toml: "[[tier]]\npath = \"cache\"\ncapacity = \"1G\"\n",
+			want: []string{`{D}/augur.toml:2: tier "cache" is not an absolute path; tier not used`}},
+		{name: "parent-missing", env: map[string]string{"AUGUR_TIERS": "{D}/nonexistent/x:1KiB"},
+			want: []string{"AUGUR_TIERS: tier {D}/nonexistent/x: parent directory {D}/nonexistent does not exist (augur creates only the tier's own directory); tier not used"}},
+		{name: "parent-a-file", env: map[string]string{"AUGUR_TIERS": "{D}/file/x:1KiB"},
+			setup: func(t *testing.T, d string) { must(t, os.WriteFile(d+"/file", nil, 0o600)) },
+			want:  []string{"AUGUR_TIERS: tier {D}/file/x: parent {D}/file is not a directory; tier not used"}},
+		{name: "twice", env: map[string]string{"AUGUR_TIERS": "{D}/a:1KiB,{D}/./a/:1KiB"},
+			want: []string{"AUGUR_TIERS: tier {D}/a is listed twice; tier not used"}, tiers: []string{"{D}/a"}},
+		{name: "twice-through-a-symlink", env: map[string]string{"AUGUR_TIERS": "{D}/a:1KiB,{D}/link:1KiB"},
+			setup: func(t *testing.T, d string) {
+				must(t, os.Mkdir(d+"/a", 0o700))
+				must(t, os.Symlink(d+"/a", d+"/link"))
+			},
+			want: []string{"AUGUR_TIERS: tier {D}/link is listed twice; tier not used"}, tiers: []string{"{D}/a"}},
+		{name: "twice-toml", toml: "[[tier]]\npath = \"{D}/a\"\ncapacity = \"1K\"\n\n[[tier]]\ncapacity = \"1K\"\npath = \"{D}/a\"\n",
+			want: []string{"{D}/augur.toml:7: tier {D}/a is listed twice; tier not used"}, tiers: []string{"{D}/a"}},
+		{name: "nested", env: map[string]string{"AUGUR_TIERS": "{D}/a:1KiB,{D}/a/b:1KiB"},
+			want: []string{"AUGUR_TIERS: tier {D}/a/b is inside tier {D}/a; tier not used"}, tiers: []string{"{D}/a"}},
+		{name: "nesting", env: map[string]string{"AUGUR_TIERS": "{D}/a/b:1KiB,{D}/a:1KiB"},
+			setup: func(t *testing.T, d string) { must(t, os.Mkdir(d+"/a", 0o700)) },
+			want:  []string{"AUGUR_TIERS: tier {D}/a contains tier {D}/a/b; tier not used"}, tiers: []string{"{D}/a/b"}},
+		{name: "inside-dataset", env: map[string]string{"AUGUR_DATASET": "{D}/ds", "AUGUR_TIERS": "{D}/ds/cache:1KiB,{D}/t:1KiB"},
+			setup: func(t *testing.T, d string) { must(t, os.Mkdir(d+"/ds", 0o700)) },
+			want:  []string{"AUGUR_TIERS: tier {D}/ds/cache is inside dataset root {D}/ds; tier not used"}, tiers: []string{"{D}/t"}},
+		{name: "contains-dataset", env: map[string]string{"AUGUR_DATASET": "{D}/t/ds", "AUGUR_TIERS": "{D}/t:1KiB"},
+			want: []string{"AUGUR_TIERS: dataset root {D}/t/ds is inside tier {D}/t; tier not used"}},
+		{name: "read-only", env: map[string]string{"AUGUR_TIERS": "{R}/t:1KiB,{R}:1KiB,{D}/t:1KiB"},
+			want: []string{"AUGUR_TIERS: tier {R}/t: on a read-only filesystem; tier not used",
+				"AUGUR_TIERS: tier {R}: on a read-only filesystem; tier not used"}, tiers: []string{"{D}/t"}},
+		{name: "too-large", env: map[string]string{"AUGUR_TIERS": "{M}/t:1GiB"},
+			want:  []string{"AUGUR_TIERS: warning: tier {M}/t: capacity 1.0 GiB is more than its filesystem holds (1.0 MiB); it fills up first"},
+			tiers: []string{"{M}/t"}},
+		{name: "five", env: map[string]string{"AUGUR_TIERS": "{D}/1:1K,{D}/2:1K,{D}/3:1K,{D}/4:1K,{D}/5:1K"},
+			want:  []string{"AUGUR_TIERS: tier {D}/5 is one too many: at most 4 tiers are supported; tier not used"},
+			tiers: []string{"{D}/1", "{D}/2", "{D}/3", "{D}/4"}},
+		{name: "writable-by-others", env: map[string]string{"AUGUR_TIERS": "{D}/w:1K"},
+			setup: func(t *testing.T, d string) { must(t, os.Mkdir(d+"/w", 0o700)); must(t, os.Chmod(d+"/w", 0o777)) },
+			want:  []string{"AUGUR_TIERS: tier {D}/w: {D}/w is writable by group or others (owner uid 0 (root), mode 0777); tier not used"}},
 	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			d := t.TempDir()
+			m, r := filepath.Join(d, "m"), filepath.Join(d, "r")
+			for i, dir := range []string{m, r} {
+				must(t, os.Mkdir(dir, 0o700))
+				must(t, unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"))
+				t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+				if i == 1 {
+					must(t, unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""))
+				}
+			}
+			expand := strings.NewReplacer("{D}", d, "{M}", m, "{R}", r).Replace
+			if tc.setup != nil {
+				tc.setup(t, d)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, expand(v))
+			}
+			if tc.toml != "" {
+				must(t, os.WriteFile(d+"/augur.toml", []byte(expand(tc.toml)), 0o600))
+				t.Setenv("AUGUR_CONFIG", d+"/augur.toml")
+			}
+			before := listTree(t, d)
+			c, err := Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range c.Problems {
+				got = append(got, p.String())
+			}
+			for i := range tc.want {
+				tc.want[i] = expand(tc.want[i])
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			var used []string
+			for _, tier := range c.Tiers {
+				used = append(used, tier.Path)
+			}
+			for i := range tc.tiers {
+				tc.tiers[i] = expand(tc.tiers[i])
+			}
+			if strings.Join(used, ",") != strings.Join(tc.tiers, ",") {
+				t.Errorf("tiers used %v, want %v", used, tc.tiers)
+			}
+			if after := listTree(t, d); after != before {
+				t.Errorf("loading the configuration changed the filesystem:\n%s\nthen\n%s", before, after)
+			}
+		})
+	}
+}
+
+// listTree names everything under dir.
+func listTree(t *testing.T, dir string) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		b.WriteString(p + "\n")
+		return nil
+	})
+	return b.String()
 }

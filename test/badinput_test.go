@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,15 +63,63 @@ var badInputs = []badInput{
 		f := filepath.Join(c.Dir, "afile")
 		must(t, os.WriteFile(f, nil, 0o644))
 		c.Set("AUGUR_TIERS=" + f + "/tier:1GiB," + c.Disk + ":1GiB")
-		m := fmt.Sprintf("tier %s/tier: parent %s is not a directory; tier not used", f, f)
-		return m, fmt.Sprintf("tier %s/tier: parent %s is not a directory", f, f)
+		m := fmt.Sprintf("AUGUR_TIERS: tier %s/tier: parent %s is not a directory; tier not used", f, f)
+		return m, m
 	}},
 	{name: "read-only-tier-dir", nobody: true, setup: func(t *testing.T, c *Case) (string, string) {
 		ro := filepath.Join(c.Dir, "ro")
 		must(t, os.Mkdir(ro, 0o555))
 		must(t, os.Chmod(ro, 0o555))
 		c.Set("AUGUR_TIERS=" + ro + "/tier:1GiB")
-		return fmt.Sprintf("tier %s/tier: mkdir %s/tier: permission denied; tier not used", ro, ro), ""
+		return fmt.Sprintf("AUGUR_TIERS: tier %s/tier: mkdir %s/tier: permission denied; tier not used", ro, ro), ""
+	}},
+	{name: "relative-tier", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=garbage")
+		m := `AUGUR_TIERS: tier "garbage" is not an absolute path; tier not used`
+		return m, m
+	}},
+	{name: "relative-tier-toml", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=")
+		p := writeConfig(t, c, "rel.toml", "[[tier]]\npath = \"cache\"\ncapacity = \"1G\"\n")
+		m := p + `:2: tier "cache" is not an absolute path; tier not used`
+		return m, m
+	}},
+	{name: "tier-parent-missing", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=" + c.Dir + "/nonexistent/x:1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: tier %[1]s/nonexistent/x: parent directory %[1]s/nonexistent does not exist (augur creates only the tier's own directory); tier not used", c.Dir)
+		return m, m
+	}},
+	{name: "tier-twice", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=" + c.RAM + ":1GiB," + c.RAM + "/:1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: tier %s is listed twice; tier not used", c.RAM)
+		return m, m
+	}},
+	{name: "tier-in-tier", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=" + c.RAM + ":1GiB," + c.RAM + "/inner:1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: tier %[1]s/inner is inside tier %[1]s; tier not used", c.RAM)
+		return m, m
+	}},
+	{name: "tier-in-dataset", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=" + c.Dataset + "/cache:1GiB," + c.Disk + ":1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: tier %[1]s/cache is inside dataset root %[1]s; tier not used", c.Dataset)
+		return m, m
+	}},
+	{name: "dataset-in-tier", setup: func(t *testing.T, c *Case) (string, string) {
+		c.Set("AUGUR_TIERS=" + c.Dir + ":1GiB," + c.Disk + ":1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: dataset root %s is inside tier %s; tier not used", c.Dataset, c.Dir)
+		return m, m
+	}},
+	{name: "tier-read-only", setup: func(t *testing.T, c *Case) (string, string) {
+		ro := tmpfs(t, c, "ro", "size=1m,mode=0700,ro")
+		c.Set("AUGUR_TIERS=" + ro + "/tier:1GiB," + c.Disk + ":1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: tier %s/tier: on a read-only filesystem; tier not used", ro)
+		return m, m
+	}},
+	{name: "tier-too-large", setup: func(t *testing.T, c *Case) (string, string) {
+		small := tmpfs(t, c, "small", "size=1m,mode=0700")
+		c.Set("AUGUR_TIERS=" + small + "/tier:1GiB")
+		m := fmt.Sprintf("AUGUR_TIERS: warning: tier %s/tier: capacity 1.0 GiB is more than its filesystem holds (1.0 MiB); it fills up first", small)
+		return m, m
 	}},
 	{name: "missing-dataset-root", setup: func(t *testing.T, c *Case) (string, string) {
 		gone := filepath.Join(c.Dir, "nosuch")
@@ -78,6 +127,18 @@ var badInputs = []badInput{
 		return fmt.Sprintf("dataset root %s: no such file or directory; nothing under it is accelerated", gone),
 			fmt.Sprintf("dataset root %s: stat %s: no such file or directory", gone, gone)
 	}},
+}
+
+// tmpfs mounts a tmpfs with options at a new directory of the case.
+func tmpfs(t *testing.T, c *Case, name, options string) string {
+	t.Helper()
+	dir := filepath.Join(c.Dir, name)
+	must(t, os.Mkdir(dir, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
 }
 
 // TestBadInput runs a preloaded cat and a preloaded Python reader under

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -54,8 +55,7 @@ func Open(t Tier) (*Tree, error) {
 		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
 	}
 	tr := &Tree{Tier: t, fd: fd, dev: st.Dev, ino: st.Ino}
-	var fs unix.Statfs_t
-	if unix.Fstatfs(fd, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0 {
+	if readOnly(t.Path) {
 		tr.Close()
 		return nil, fmt.Errorf("tier %s: on a read-only filesystem", t.Path)
 	}
@@ -68,6 +68,61 @@ func Open(t Tier) (*Tree, error) {
 		unix.Close(sub)
 	}
 	return tr, nil
+}
+
+// Inspect says what Open would refuse about the tier, without creating or
+// changing anything (for augur check and the configuration's checks):
+// a tier directory, files/ or tmp/ that is not the user's own and
+// private, a missing or unusable parent, a read-only filesystem.
+func Inspect(t Tier) error {
+	var st unix.Stat_t
+	err := unix.Lstat(t.Path, &st)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return inspectParent(t.Path)
+	}
+	if err != nil {
+		return fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	if err := Untrusted(t.Path, &st, unix.S_IFDIR); err != nil {
+		return fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	for _, d := range []string{filesDir, tmpDir} {
+		p := t.Path + "/" + d
+		if unix.Lstat(p, &st) == nil {
+			if err := Untrusted(p, &st, unix.S_IFDIR); err != nil {
+				return fmt.Errorf("tier %s: %w", t.Path, err)
+			}
+		}
+	}
+	if readOnly(t.Path) {
+		return fmt.Errorf("tier %s: on a read-only filesystem", t.Path)
+	}
+	return nil
+}
+
+// inspectParent says why the missing tier dir could not be created.
+func inspectParent(dir string) error {
+	parent := filepath.Dir(dir)
+	var st unix.Stat_t
+	switch err := unix.Stat(parent, &st); {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("tier %s: %w", dir, errNoParent(parent))
+	case err != nil:
+		return fmt.Errorf("tier %s: %s: %w", dir, parent, err)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("tier %s: parent %s is not a directory", dir, parent)
+	case readOnly(parent):
+		return fmt.Errorf("tier %s: on a read-only filesystem", dir)
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, parent, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("tier %s: mkdir %s: %w", dir, dir, err)
+	}
+	return nil
+}
+
+func readOnly(dir string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(dir, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0
 }
 
 // Close releases the tier's descriptor.
@@ -86,16 +141,20 @@ func mkdirLast(dir string) error {
 	if err == nil || errors.Is(err, unix.EEXIST) {
 		return nil
 	}
-	parent := dir[:max(strings.LastIndexByte(strings.TrimRight(dir, "/"), '/'), 1)]
+	parent := filepath.Dir(dir)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return fmt.Errorf("parent directory %s does not exist (augur creates only the tier's own directory)", parent)
+		return errNoParent(parent)
 	case errors.Is(err, unix.ENOTDIR):
 		return fmt.Errorf("parent %s is not a directory", parent)
 	case errors.Is(err, unix.EROFS):
 		return errors.New("on a read-only filesystem")
 	}
 	return fmt.Errorf("mkdir %s: %w", dir, err)
+}
+
+func errNoParent(parent string) error {
+	return fmt.Errorf("parent directory %s does not exist (augur creates only the tier's own directory)", parent)
 }
 
 // root returns the tier's descriptor after checking that it still names

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/augur-hpc/augur/shim"
-	"github.com/augur-hpc/augur/tiering"
 )
 
 func cmdCheck(args []string) int {
@@ -16,7 +15,8 @@ func cmdCheck(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg, err := jf.load()
+	jf.export()
+	cfg, err := shim.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -46,13 +46,16 @@ func cmdCheck(args []string) int {
 	}
 	for i, t := range cfg.Tiers {
 		fmt.Printf("tier %d: %s, %s, %d copy threads\n", i, t.Path, shim.FormatSize(t.Capacity), t.Threads)
-		tree, err := tiering.Open(t)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			status = 1
-			continue
-		}
-		tree.Close()
+	}
+	// Every problem fails the check, warnings too: a capacity the tier's
+	// filesystem cannot hold is a mistake, even if a job works around it.
+	for _, p := range cfg.Problems {
+		fmt.Fprintln(os.Stderr, p)
+		status = 1
+	}
+	if len(cfg.Tiers) == 0 {
+		fmt.Fprintln(os.Stderr, "no tier can be used: nothing will be accelerated")
+		status = 1
 	}
 	if status == 0 {
 		fmt.Println("ok")

@@ -26,6 +26,11 @@ func cmdClean(args []string) int {
 			return fail("%v", err)
 		}
 		status = cleanTiers(cfg.Tiers)
+		for _, p := range cfg.Problems {
+			if !p.Warning {
+				status = 1 // a tier not used is a tier not cleaned
+			}
+		}
 	}
 	n := cleanJobs()
 	fmt.Printf("removed the state of %d ended jobs from %s\n", n, shim.SegmentDir)

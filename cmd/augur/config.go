@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,10 +63,17 @@ func (j *jobFlags) export() {
 	}
 }
 
-// load exports the flags and loads the configuration as the shim will.
+// load exports the flags and loads the configuration as the shim will,
+// saying what is wrong with it that augur works around.
 func (j *jobFlags) load() (*shim.Config, error) {
 	j.export()
-	return shim.Load()
+	cfg, err := shim.Load()
+	if err == nil {
+		for _, p := range cfg.Problems {
+			fmt.Fprintf(os.Stderr, "augur: %s\n", p)
+		}
+	}
+	return cfg, err
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
