@@ -45,6 +45,7 @@ type Pool struct {
 	slots   []slot          // guarded by mu
 	pending map[string]bool // queued or being copied; guarded by mu
 	closed  bool            // guarded by mu
+	watch   func(int)       // told len(pending) whenever it changes; guarded by mu
 
 	queue chan job
 	stop  chan struct{}
@@ -139,13 +140,31 @@ func (p *Pool) placeLocked(j job, from int) bool {
 		case p.queue <- j:
 			s.reserved += j.size
 			p.pending[j.path] = true
+			p.changedLocked()
 			return true
 		default:
 			return false
 		}
 	}
-	delete(p.pending, j.path)
 	return false
+}
+
+// Watch has f told the number of files queued or being copied now and
+// whenever it changes, under the pool's lock: f must not call the pool.
+func (p *Pool) Watch(f func(pending int)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watch = f
+	p.changedLocked()
+}
+
+// changedLocked tells the watcher the number pending.
+//
+// Preconditions: p.mu is held.
+func (p *Pool) changedLocked() {
+	if p.watch != nil {
+		p.watch(len(p.pending))
+	}
 }
 
 func (p *Pool) worker() {
@@ -175,23 +194,22 @@ func (p *Pool) copy(j job) {
 	s := &p.slots[i]
 	s.reserved -= j.size
 	var te *tiering.TierError
+	delete(p.pending, j.path)
 	switch {
 	case err == nil:
 		s.used += n
-		delete(p.pending, j.path)
 	case errors.As(err, &te):
 		if errors.Is(err, unix.ENOSPC) {
 			s.full = true
 		} else {
 			s.failed = true
 		}
-		delete(p.pending, j.path)
 		if !p.closed {
 			p.placeLocked(j, i+1)
 		}
-	default:
-		delete(p.pending, j.path) // the source's problem: try again on a later access
 	}
+	// Any other error is the source's: the caller may try again later.
+	p.changedLocked()
 	p.mu.Unlock()
 	if p.done != nil {
 		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err})

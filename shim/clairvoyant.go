@@ -331,21 +331,27 @@ func (c *clairvoyant) fetch(idx int) (queued, ok bool) {
 	}
 	path := c.pred.Files[idx]
 	if t := c.place.Tier[idx]; t >= 0 && c.pool.FetchTo(path, size, t) {
-		c.pending[idx] = true
-		c.l.seg.markCopying(path)
+		c.queued(idx)
 		return true, true
 	}
 	if c.stagedBytes+size > c.stage {
 		return false, false
 	}
 	if c.pool.FetchTo(path, size, 0) {
-		c.pending[idx] = true
-		c.l.seg.markCopying(path)
+		c.queued(idx)
 		c.staged[idx] = true
 		c.stagedBytes += size
 		return true, true
 	}
 	return false, true
+}
+
+// queued records that file idx's copy is queued.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) queued(idx int) {
+	c.pending[idx] = true
+	c.l.seg.markCopying(c.pred.Files[idx])
 }
 
 // done settles one finished copy; it runs on a pool worker.
@@ -368,6 +374,10 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		c.l.log.Debug().Msgf("prefetch %s: %v", res.Path, res.Err)
 		return
 	}
+	if c.staged[idx] {
+		c.stagedBytes += res.Bytes - c.sizes[idx]
+	}
+	c.sizes[idx] = res.Bytes // what the tier now holds: a file that changed since its stat is released by its copy's size
 	c.where[idx] = int8(res.Tier)
 	c.l.copied(res.Path)
 	if c.staged[idx] && res.Tier != 0 { // moved on by a tier failure: not staged

@@ -121,7 +121,7 @@ func (l *Leader) adopt(p planned) {
 		l.react = newReactive(l)
 	} else {
 		tiers, _, used := l.poolTiers()
-		p.c.start(fetchpool.New(tiers, used, p.c.done))
+		p.c.start(l.newPool(tiers, used, p.c.done))
 		l.clair = p.c
 	}
 	for _, ev := range l.early { // the policy starts where the readers are
@@ -365,6 +365,17 @@ func (l *Leader) fallBack(pool *fetchpool.Pool) {
 	r := reactiveWith(l)
 	r.pool = pool
 	l.react = r
+}
+
+// newPool makes the job's copy pool. The copies in flight that augur stat
+// shows are the pool's own count, so that no policy can make it drift
+// (counting up in the reactive policy and down in whichever policy's
+// copy ended took it below zero once a clairvoyant job fell back to the
+// reactive policy with copies queued).
+func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpool.Result)) *fetchpool.Pool {
+	p := fetchpool.New(tiers, used, done)
+	p.Watch(func(n int) { setU64(&l.seg.s.leader.inflight, uint64(n)) })
+	return p
 }
 
 // drainTimeout bounds how long Close waits for queued copies: they make

@@ -3,8 +3,6 @@ package shim
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/tiering"
@@ -33,7 +31,7 @@ type reactive struct {
 func newReactive(l *Leader) *reactive {
 	tiers, _, used := l.poolTiers()
 	r := reactiveWith(l)
-	r.pool = fetchpool.New(tiers, used, r.done)
+	r.pool = l.newPool(tiers, used, r.done)
 	return r
 }
 
@@ -106,14 +104,12 @@ func (r *reactive) fetch(path string) {
 	}
 	if r.pool.Fetch(path, st.Size) {
 		r.l.seg.markCopying(path)
-		addU64(&r.l.seg.s.leader.inflight, 1)
 	}
 }
 
 // done settles one finished copy; it runs on a pool worker.
 func (r *reactive) done(res fetchpool.Result) {
 	ld := &r.l.seg.s.leader
-	atomic.AddUint64((*uint64)(unsafe.Pointer(&ld.inflight)), ^uint64(0))
 	defer r.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	if res.Err != nil {
 		var te *tiering.TierError
