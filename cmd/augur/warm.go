@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
 	"github.com/augur-hpc/augur/tiering"
 )
+
+var _ tiering.WarmProgress = (*progress.Reporter)(nil)
 
 func cmdWarm(args []string) int {
 	fs := flag.NewFlagSet("warm", flag.ContinueOnError)
 	var jf jobFlags
 	jf.register(fs)
+	quiet := fs.Bool("quiet", false, "do not show progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,7 +44,9 @@ func cmdWarm(args []string) int {
 		}
 		usage = append(usage, rep.Usage)
 	}
-	res := tiering.Warm(cfg.Tiers, usage, cfg.Roots)
+	prog := startProgress("warm", *quiet, progress.Options{Bytes: true})
+	res := tiering.Warm(cfg.Tiers, usage, cfg.Roots, prog)
+	prog.Stop()
 	for i, t := range cfg.Tiers {
 		fmt.Printf("%s: copied %d files (%s); holds %s of %s\n", t.Path,
 			res.Copied[i].Files, shim.FormatSize(res.Copied[i].Bytes),

@@ -1,0 +1,91 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// augurOut runs augur with the case's environment and returns its stdout,
+// its stderr and its exit status.
+func (c *Case) augurOut(env []string, args ...string) (string, string, int) {
+	c.T.Helper()
+	cmd := exec.Command(Augur, args...)
+	cmd.Env = append(append(os.Environ(), c.Env...), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		c.T.Fatalf("augur %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// Warming 300 files takes well over 100 µs on any machine (each copy is
+// several system calls), so a line is due: the final one at least.
+const progressEnv = "AUGUR_PROGRESS_INTERVAL=100us"
+
+// Not on a terminal, augur warm prints plain progress lines on stderr and
+// ends with the final figures; stdout is the summary alone.
+func TestWarmProgressLines(t *testing.T) {
+	c := NewCase(t)
+	c.RandomFiles("cls", 300, 4096)
+	stdout, stderr, status := c.augurOut([]string{progressEnv}, "warm")
+	if status != 0 {
+		t.Fatalf("augur warm exited %d\n%s%s", status, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "warm: ") || strings.ContainsAny(l, "\r\x1b") {
+			t.Errorf("stderr line %q is no plain progress line", l)
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "warm: 300/300 files, 1.2/1.2 MiB, ") {
+		t.Errorf("last progress line %q, want the final figures", last)
+	}
+	if strings.Contains(stdout, "warm: ") || !strings.Contains(stdout, "copied 300 files") {
+		t.Errorf("stdout is not the summary alone:\n%s", stdout)
+	}
+}
+
+func TestWarmQuiet(t *testing.T) {
+	c := NewCase(t)
+	c.RandomFiles("cls", 300, 4096)
+	stdout, stderr, status := c.augurOut([]string{progressEnv}, "warm", "--quiet")
+	if status != 0 || stderr != "" || !strings.Contains(stdout, "copied 300 files") {
+		t.Fatalf("augur warm --quiet exited %d, stderr %q, stdout\n%s", status, stderr, stdout)
+	}
+}
+
+// On a terminal (script(1) gives augur a pty), progress is one line
+// redrawn in place and ended by a newline.
+func TestWarmProgressOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to run augur on a terminal")
+	}
+	c := NewCase(t)
+	c.RandomFiles("cls", 300, 4096)
+	cmd := exec.Command(script, "-qec", Augur+" warm", "/dev/null")
+	cmd.Env = append(append(os.Environ(), c.Env...), progressEnv)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("script -c 'augur warm': %v\n%q", err, out)
+	}
+	// The pty turns "\n" into "\r\n".
+	progress, summary, ok := strings.Cut(string(out), "\x1b[K\r\n")
+	if !ok || !strings.HasPrefix(progress, "\rwarm: ") || strings.Contains(progress, "\n") {
+		t.Fatalf("no single redrawn line before the summary: %q", out)
+	}
+	redraws := strings.Split(progress, "\x1b[K")
+	if last := redraws[len(redraws)-1]; !strings.HasPrefix(last, "\rwarm: 300/300 files, ") {
+		t.Errorf("final figures %q", last)
+	}
+	if !strings.Contains(summary, "copied 300 files") || strings.Contains(summary, "warm: ") {
+		t.Errorf("summary %q", summary)
+	}
+}
