@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -87,5 +88,36 @@ func TestWarmProgressOnTerminal(t *testing.T) {
 	}
 	if !strings.Contains(summary, "copied 300 files") || strings.Contains(summary, "warm: ") {
 		t.Errorf("summary %q", summary)
+	}
+}
+
+// augur run reports a command it cannot run as a shell does: status 127
+// when there is no such command, 126 when it cannot be executed, and one
+// line on stderr. The last two fail only at exec, after the job is led.
+func TestRunCommandThatCannotRun(t *testing.T) {
+	c := NewCase(t)
+	dir := t.TempDir()
+	noInterp := filepath.Join(dir, "no-interpreter.sh")
+	must(t, os.WriteFile(noInterp, []byte("#!/nonexistent/interpreter\n"), 0o755))
+	junk := filepath.Join(dir, "junk")
+	must(t, os.WriteFile(junk, []byte{0, 1, 2, 3}, 0o755))
+	for _, tc := range []struct {
+		cmd    string
+		status int
+		why    string
+	}{
+		{"/nonexistent/cmd", 127, "command not found"},
+		{"augur-no-such-command", 127, "command not found"},
+		{"/etc/passwd", 126, "permission denied"},
+		{"/tmp", 126, "is a directory"},
+		{noInterp, 127, "cannot execute: required file not found (its #! interpreter?)"},
+		{junk, 126, "exec format error"},
+	} {
+		stdout, stderr, status := c.augurOut(nil, "run", "--", tc.cmd, "arg")
+		want := "augur: run: " + tc.cmd + ": " + tc.why + "\n"
+		if status != tc.status || stderr != want || stdout != "" {
+			t.Errorf("augur run -- %s: exit %d, stderr %q, stdout %q; want exit %d, stderr %q",
+				tc.cmd, status, stderr, stdout, tc.status, want)
+		}
 	}
 }

@@ -31,7 +31,7 @@ const usage = `usage: augur <command> [flags]
 
 commands:
   run [--dataset D]... [--tier DIR:SIZE]... [--seed S] [--policy P] [--config F] -- CMD ARGS...
-        run CMD with the shim preloaded; exits with CMD's status
+        run CMD with the shim preloaded; exits with CMD's status (as a shell: 127 when CMD is not found, 126 when it cannot run)
   warm  [--quiet]      copy dataset files into the tiers (fastest first, within capacity)
   stat  [--json] [--watch] [--job ID]   show the counters of the running or last job
   check [--config F]   validate the configuration
