@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,5 +120,39 @@ func TestRunCommandThatCannotRun(t *testing.T) {
 			t.Errorf("augur run -- %s: exit %d, stderr %q, stdout %q; want exit %d, stderr %q",
 				tc.cmd, status, stderr, stdout, tc.status, want)
 		}
+	}
+}
+
+// augur plan reports its two phases, listing and stat'ing, each ending
+// with its final figures: reading a directory of 300 entries, or stat'ing
+// 300 files, takes longer than 1 µs.
+func TestPlanProgressLines(t *testing.T) {
+	c := NewCase(t)
+	for i := range 300 {
+		c.Write(fmt.Sprintf("cls/%03d.jpg", i), []byte("jpeg"))
+	}
+	stdout, stderr, status := c.augurOut([]string{"AUGUR_PROGRESS_INTERVAL=1us"}, "plan", "--seed", "3")
+	if status != 0 || !strings.HasPrefix(stdout, "dataset "+c.Dataset+": 300 files") {
+		t.Fatalf("augur plan exited %d\n%s%s", status, stdout, stderr)
+	}
+	var listing, stating []string
+	for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "plan: listing the dataset: "):
+			listing = append(listing, l)
+		case strings.HasPrefix(l, "plan: stat'ing the files: "):
+			stating = append(stating, l)
+		default:
+			t.Errorf("stderr line %q is no progress line", l)
+		}
+	}
+	if len(listing) == 0 || !strings.HasPrefix(listing[len(listing)-1], "plan: listing the dataset: 300 entries, ") {
+		t.Errorf("listing ends with %q, want 300 entries", listing)
+	}
+	if len(stating) == 0 || !strings.HasPrefix(stating[len(stating)-1], "plan: stat'ing the files: 300/300 files, ") {
+		t.Errorf("stat'ing ends with %q, want 300/300 files", stating)
+	}
+	if stdout, stderr, _ := c.augurOut([]string{"AUGUR_PROGRESS_INTERVAL=1us"}, "plan", "--quiet"); stderr != "" || stdout == "" {
+		t.Errorf("augur plan --quiet printed %q on stderr", stderr)
 	}
 }
