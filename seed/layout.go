@@ -50,11 +50,15 @@ func ImageFolder(root string) ([]string, error) {
 // surrogates os.fsdecode makes of them. Like torchvision, it fails when
 // root has no class folder or a class has no file that passes.
 func DatasetFolder(root string, extensions []string) ([]string, error) {
+	return datasetFolder(root, extensions, nil)
+}
+
+func datasetFolder(root string, extensions []string, listed func(n int)) ([]string, error) {
 	classes, err := folderClasses(root)
 	if err != nil {
 		return nil, err
 	}
-	walks, err := walkClasses(root, classes)
+	walks, err := walkClasses(root, classes, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +87,7 @@ const listers = 16
 
 // walkClasses walks every class folder, several at a time, and returns
 // the walks in class order.
-func walkClasses(root string, classes []string) ([][]walkDir, error) {
+func walkClasses(root string, classes []string, listed func(n int)) ([][]walkDir, error) {
 	walks := make([][]walkDir, len(classes))
 	errs := make([]error, len(classes))
 	visited := new(atomic.Int64)
@@ -94,7 +98,7 @@ func walkClasses(root string, classes []string) ([][]walkDir, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			w := walker{root: root, visited: visited}
+			w := walker{root: root, visited: visited, listed: listed}
 			walks[i], errs[i] = w.walk(class), w.err
 		}()
 	}
@@ -131,7 +135,11 @@ func folderClasses(root string) ([]string, error) {
 // path: Python's sorted() over the relative paths os.walk(root,
 // followlinks=True) yields, keeping os.path.isfile ones.
 func SortedFiles(root string) ([]string, error) {
-	w := walker{root: root, visited: new(atomic.Int64)}
+	return sortedFiles(root, nil)
+}
+
+func sortedFiles(root string, listed func(n int)) ([]string, error) {
+	w := walker{root: root, visited: new(atomic.Int64), listed: listed}
 	if _, err := os.Stat(root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
 	}
@@ -182,13 +190,15 @@ const (
 )
 
 // NewLayout builds the layout a configuration string names:
-// "imagefolder", "files" or "list:<file>".
-func NewLayout(kind, root string) ([]string, error) {
+// "imagefolder", "files" or "list:<file>". listed, when not nil, is told
+// of the directory entries the walk reads (a list is read, not walked),
+// n at a time, from several goroutines: for a progress display.
+func NewLayout(kind, root string, listed func(n int)) ([]string, error) {
 	switch {
 	case kind == LayoutImageFolder:
-		return ImageFolder(root)
+		return datasetFolder(root, IMGExtensions, listed)
 	case kind == LayoutFiles:
-		return SortedFiles(root)
+		return sortedFiles(root, listed)
 	case strings.HasPrefix(kind, LayoutListPrefix) && len(kind) > len(LayoutListPrefix):
 		return FileList(strings.TrimPrefix(kind, LayoutListPrefix))
 	}
@@ -206,6 +216,7 @@ type walkDir struct {
 type walker struct {
 	root    string
 	visited *atomic.Int64 // entries seen, shared by the walkers of one layout
+	listed  func(n int)   // told of the entries seen, when not nil
 	err     error         // set when maxWalk is exceeded
 }
 
@@ -227,6 +238,9 @@ func (w *walker) walk(top string) []walkDir {
 		if w.visited.Add(int64(len(entries))) > maxWalk {
 			w.err = fmt.Errorf("%w: %s: more than %d entries (a symlink loop?)", ErrLayout, w.root, maxWalk)
 			break
+		}
+		if w.listed != nil {
+			w.listed(len(entries))
 		}
 		d := walkDir{rel: rel}
 		for _, e := range entries {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -136,7 +137,7 @@ func TestFileListAndNewLayout(t *testing.T) {
 	if err := os.WriteFile(list, []byte("b/2.jpg\r\n\na/1.jpg\n with space \n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := NewLayout("list:"+list, dir)
+	got, err := NewLayout("list:"+list, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +145,37 @@ func TestFileListAndNewLayout(t *testing.T) {
 		t.Fatalf("FileList = %q, want %q", got, want)
 	}
 	for _, kind := range []string{"", "list:", "folders"} {
-		if _, err := NewLayout(kind, dir); !errors.Is(err, ErrLayout) {
+		if _, err := NewLayout(kind, dir, nil); !errors.Is(err, ErrLayout) {
 			t.Errorf("NewLayout(%q) error = %v, want ErrLayout", kind, err)
 		}
 	}
 	if _, err := SortedFiles(filepath.Join(dir, "missing")); !errors.Is(err, ErrLayout) {
 		t.Errorf("SortedFiles of a missing root: error = %v, want ErrLayout", err)
+	}
+}
+
+// NewLayout tells its listed hook of every entry the walk reads, from
+// however many walkers.
+func TestNewLayoutCountsEntriesListed(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"a/1.jpg", "a/2.jpg", "a/3.txt", "a/sub/4.jpg", "a/sub/5.jpg", "b/6.png"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a: 3 files and sub; a/sub: 2 files; b: 1 file. The files layout
+	// also reads the root's 2 entries.
+	for kind, want := range map[string]int64{LayoutImageFolder: 7, LayoutFiles: 9} {
+		var listed atomic.Int64
+		if _, err := NewLayout(kind, root, func(n int) { listed.Add(int64(n)) }); err != nil {
+			t.Fatal(err)
+		}
+		if listed.Load() != want {
+			t.Errorf("%s: %d entries listed, want %d", kind, listed.Load(), want)
+		}
 	}
 }

@@ -62,7 +62,7 @@ const (
 // prefetches what is placed. It touches nothing of l but its
 // configuration and segment, so it may run beside l's run goroutine.
 func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
-	pred, err := Predict(l.cfg)
+	pred, err := Predict(l.cfg, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ type Prediction struct {
 }
 
 // Predict lists the dataset as the training script will (the layout) and
-// prepares the sampler of each of this node's ranks.
-func Predict(cfg *Config) (*Prediction, error) {
+// prepares the sampler of each of this node's ranks. listed, when not
+// nil, is told of the directory entries listed so far (seed.NewLayout).
+func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 	if len(cfg.Roots) != 1 {
 		return nil, fmt.Errorf("the clairvoyant policy needs exactly one dataset root, not %d", len(cfg.Roots))
 	}
@@ -36,7 +37,7 @@ func Predict(cfg *Config) (*Prediction, error) {
 	if layout == "flat" {
 		layout = seed.LayoutFiles
 	}
-	rel, err := seed.NewLayout(layout, root)
+	rel, err := seed.NewLayout(layout, root, listed)
 	if err != nil {
 		return nil, fmt.Errorf("dataset layout: %w", err)
 	}
@@ -105,14 +106,20 @@ const unknownSize = -2
 
 // Sizes stats every file (in parallel: each is a metadata round trip to
 // the shared filesystem). A file that cannot be stat'ed gets size -1 and
-// is never placed.
-func (p *Prediction) Sizes() []int64 {
+// is never placed. stated, when not nil, is told of each file stat'ed
+// (n is 1), from the stat workers.
+func (p *Prediction) Sizes(stated func(n int)) []int64 {
 	all := make([]int, len(p.Files))
 	for i := range all {
 		all[i] = i
 	}
 	sizes := make([]int64, len(p.Files))
-	p.measure(all, nil, func(i int, size int64) { sizes[i] = size })
+	p.measure(all, nil, func(i int, size int64) {
+		sizes[i] = size
+		if stated != nil {
+			stated(1)
+		}
+	})
 	return sizes
 }
 

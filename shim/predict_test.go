@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func imageFolder(t *testing.T, classes, per, size int) string {
 func predict(t *testing.T, root string, a Access) *Prediction {
 	t.Helper()
 	cfg := &Config{Roots: []string{root}, Seed: 3, Access: a}
-	p, err := Predict(cfg)
+	p, err := Predict(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,11 @@ func TestPlaceFillsInFirstAccessOrder(t *testing.T) {
 	root := imageFolder(t, 3, 10, 100)
 	a := Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 1, RanksPerNode: 1, Epochs: 2}
 	p := predict(t, root, a)
-	sizes := p.Sizes()
+	var stated atomic.Int64
+	sizes := p.Sizes(func(n int) { stated.Add(int64(n)) })
+	if stated.Load() != int64(len(p.Files)) {
+		t.Errorf("Sizes told of %d files stat'ed, want %d", stated.Load(), len(p.Files))
+	}
 	pl, stage, horizon := p.PlaceFor(Access{Epochs: 2, Stage: 100}, sizes, []int64{1100, 500})
 	if stage != 100 || horizon != 2 {
 		t.Fatalf("stage %d horizon %d", stage, horizon)
@@ -74,7 +79,7 @@ func TestPlaceByFrequencyOnANode(t *testing.T) {
 	if len(p.Ranks) != 1 || p.Ranks[0] != 0 {
 		t.Fatalf("node 0 ranks %v", p.Ranks)
 	}
-	pl, _, _ := p.PlaceFor(a, p.Sizes(), []int64{900, 0}) // 8 files after staging
+	pl, _, _ := p.PlaceFor(a, p.Sizes(nil), []int64{900, 0}) // 8 files after staging
 	freq := map[int]int{}
 	for e := 0; e < 4; e++ {
 		for _, idx := range p.Order(0, e) {
@@ -107,7 +112,7 @@ func TestPlacerSettlesAsSizesArrive(t *testing.T) {
 	root := imageFolder(t, 4, 50, 100)
 	a := Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2, RanksPerNode: 2, Epochs: 3}
 	p := predict(t, root, a)
-	sizes := p.Sizes()
+	sizes := p.Sizes(nil)
 	for i := range sizes {
 		sizes[i] = int64(50 + i%7*20) // files of several sizes, so where the tiers end matters
 	}

@@ -89,7 +89,13 @@ func newVictimWorld(t *testing.T) *victimWorld {
 	w.ram = fmt.Sprintf("/dev/shm/augur-%d", v.uid)
 	w.disk = filepath.Join(tmp, fmt.Sprintf("augur-%d", v.uid))
 	os.RemoveAll(w.ram) // a previous run's
-	t.Cleanup(func() { os.RemoveAll(w.ram) })
+	t.Cleanup(func() {
+		os.RemoveAll(w.ram)
+		jobs, _ := filepath.Glob(fmt.Sprintf("/dev/shm/augur.%d.*", v.uid)) // the victim's commands' jobs
+		for _, j := range jobs {
+			os.RemoveAll(j)
+		}
+	})
 	c.Env = []string{"AUGUR_DATASET=" + c.Dataset, "TMPDIR=" + tmp, "AUGUR_LOG=warn"}
 	return w
 }
@@ -413,5 +419,46 @@ func TestDataPlaneServesOnlyOwnCopies(t *testing.T) {
 	defer seg.Close()
 	if n := seg.Stats().Untrusted; n != 2 {
 		t.Errorf("augur stat counts %d copies refused, want 2", n)
+	}
+}
+
+// TestShortCommandsLeaveLatestJobsOnly: every process started with the
+// plain preload leads a job of its own, and each used to leave its 4 MiB
+// segment and lock in /dev/shm (29 after a few dozen commands). After a
+// hundred, only the latest jobs' state may be there.
+func TestShortCommandsLeaveLatestJobsOnly(t *testing.T) {
+	c := NewCase(t)
+	f := c.Write("a.bin", randomBytes(1000))
+	c.Set("AUGUR_JOB=") // each command names a job of its own
+	mine := func() map[string]bool {
+		dirs, _ := filepath.Glob(fmt.Sprintf("/dev/shm/augur.%d.*", os.Geteuid()))
+		set := map[string]bool{}
+		for _, d := range dirs {
+			set[d] = true
+		}
+		return set
+	}
+	before := mine()
+	for i := 0; i < 100; i++ {
+		c.MustRun(time.Minute, "cat", f)
+	}
+	var left []string
+	for d := range mine() {
+		if !before[d] {
+			left = append(left, d)
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+	}
+	if len(left) > 5 { // the 4 latest ended jobs and the last command's own
+		t.Errorf("%d jobs' state left in /dev/shm after 100 commands, want at most 5: %v", len(left), left)
+	}
+	out, err := c.Augur("clean", "--jobs")
+	if err != nil {
+		t.Fatalf("augur clean --jobs: %v\n%s", err, out)
+	}
+	for _, d := range left {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("augur clean --jobs left %s", d)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,18 +132,47 @@ func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 		write(t, filepath.Join(src, name), []byte("0123456789"))
 	}
 	tiers := []*Tree{fast, slow}
-	res := Warm(tiers, make([]Usage, 2), []string{src})
+	var prog warmCounts
+	res := Warm(tiers, make([]Usage, 2), []string{src}, &prog)
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
 	}
 	if res.Copied[0].Files != 2 || res.Copied[1].Files != 1 || res.Unfit != 2 {
 		t.Fatalf("Warm = %+v, want 2 in fast, 1 in slow, 2 unfit", res)
 	}
-	again := Warm(tiers, []Usage{fast.Usage(), slow.Usage()}, []string{src})
+	// Every file found and dealt with; the bytes of the 3 copies.
+	if want := [2]int64{5, 30}; prog.expect != want || prog.add != want || !prog.known {
+		t.Errorf("progress: expected %v, added %v, total known %v; want %v, %v, true",
+			prog.expect, prog.add, prog.known, want, want)
+	}
+	again := Warm(tiers, []Usage{fast.Usage(), slow.Usage()}, []string{src}, nil)
 	if again.Present != 3 || again.Copied[0].Files+again.Copied[1].Files != 0 {
 		t.Fatalf("second Warm = %+v, want 3 present and nothing copied", again)
 	}
 }
+
+// warmCounts is a WarmProgress that sums what it is told.
+type warmCounts struct {
+	mu          sync.Mutex
+	expect, add [2]int64 // files, bytes
+	known       bool
+}
+
+func (w *warmCounts) Expect(files, bytes int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expect[0] += files
+	w.expect[1] += bytes
+}
+
+func (w *warmCounts) Add(files, bytes int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.add[0] += files
+	w.add[1] += bytes
+}
+
+func (w *warmCounts) TotalKnown() { w.known = true }
 
 func TestLockExcludesOtherProcesses(t *testing.T) {
 	tier, _ := newTier(t, 1)

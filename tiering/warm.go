@@ -16,10 +16,29 @@ type WarmResult struct {
 	Errors  []error
 }
 
+// WarmProgress is told how far Warm has got, from Warm's goroutines.
+// *progress.Reporter is one.
+type WarmProgress interface {
+	Expect(files, bytes int64) // the walk found files, with bytes to copy
+	Add(files, bytes int64)    // files dealt with (copied, failed, already warm or fitting no tier), bytes copied
+	TotalKnown()               // the walk is over: everything has been Expected
+}
+
+// noProgress is the WarmProgress of nobody.
+type noProgress struct{}
+
+func (noProgress) Expect(int64, int64) {}
+func (noProgress) Add(int64, int64)    {}
+func (noProgress) TotalKnown()         {}
+
 // Warm copies every file under roots into the tiers, fastest first,
-// within each tier's capacity, starting from usage (what Validate found).
+// within each tier's capacity, starting from usage (what Validate found),
+// and tells prog (which may be nil) how far it has got.
 // The caller must hold the Lock of every tier.
-func Warm(trees []*Tree, usage []Usage, roots []string) WarmResult {
+func Warm(trees []*Tree, usage []Usage, roots []string, prog WarmProgress) WarmResult {
+	if prog == nil {
+		prog = noProgress{}
+	}
 	tiers := make([]Tier, len(trees)) // capacities shrink when a tier fills
 	for i, tr := range trees {
 		tiers[i] = tr.Tier
@@ -51,6 +70,7 @@ func Warm(trees []*Tree, usage []Usage, roots []string) WarmResult {
 						res.Copied[i].Files++
 					}
 					mu.Unlock()
+					prog.Add(1, n)
 				}
 			}(i, tr)
 		}
@@ -61,6 +81,8 @@ func Warm(trees []*Tree, usage []Usage, roots []string) WarmResult {
 			mu.Lock()
 			res.Present++
 			mu.Unlock()
+			prog.Expect(1, 0)
+			prog.Add(1, 0)
 			return
 		}
 		mu.Lock()
@@ -71,14 +93,19 @@ func Warm(trees []*Tree, usage []Usage, roots []string) WarmResult {
 			used[i] += size
 		}
 		mu.Unlock()
-		if i >= 0 {
-			queues[i] <- p
+		if i < 0 {
+			prog.Expect(1, 0)
+			prog.Add(1, 0)
+			return
 		}
+		prog.Expect(1, size)
+		queues[i] <- p
 	}, func(err error) {
 		mu.Lock()
 		res.Errors = append(res.Errors, err)
 		mu.Unlock()
 	})
+	prog.TotalKnown()
 	for _, q := range queues {
 		close(q)
 	}

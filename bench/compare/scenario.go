@@ -288,7 +288,7 @@ func deliverable(ds *dlbench.Dataset, mnt string) (float64, error) {
 func (e *env) warm(r *run, env []string, srv *pfsemu.Server) (ok bool, err error) {
 	before := srv.Stats()
 	t0 := time.Now()
-	cmd := exec.Command(e.augur, "warm")
+	cmd := exec.Command(e.augur, "warm", "--quiet") // its output is recorded
 	cmd.Env = append(os.Environ(), env...)
 	msg, werr := cmd.CombinedOutput()
 	r.WarmSecs = time.Since(t0).Seconds()

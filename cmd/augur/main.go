@@ -31,19 +31,19 @@ const usage = `usage: augur <command> [flags]
 
 commands:
   run [--dataset D]... [--tier DIR:SIZE]... [--seed S] [--policy P] [--config F] -- CMD ARGS...
-        run CMD with the shim preloaded; exits with CMD's status
-  warm  copy dataset files into the tiers (fastest first, within capacity)
+        run CMD with the shim preloaded; exits with CMD's status (as a shell: 127 when CMD is not found, 126 when it cannot run)
+  warm  [--quiet]      copy dataset files into the tiers (fastest first, within capacity)
   stat  [--json] [--watch] [--job ID]   show the counters of the running or last job
   check [--config F]   validate the configuration
   clean [--jobs]       remove all tier copies and the state of ended jobs in /dev/shm
         (--jobs: only the jobs' state)
-  plan  [--order [--rank R] [--epoch E]] [--json]   what the clairvoyant policy will place
-        and prefetch; --order prints a rank's predicted access sequence
+  plan  [--order [--rank R] [--epoch E]] [--json] [--quiet]   what the clairvoyant policy will
+        place and prefetch; --order prints a rank's predicted access sequence
   pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)
   bench [flags] [JOB.toml]   deep-learning I/O benchmark (ranks x forked C readers; see docs/bench.md)
 
-Configuration comes from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables;
-see README.md.
+warm and plan show their progress on stderr unless --quiet. Configuration comes
+from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables; see README.md.
 `
 
 func main() {

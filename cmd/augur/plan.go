@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
 )
 
@@ -19,6 +20,7 @@ func cmdPlan(args []string) int {
 	rank := fs.Int("rank", 0, "global rank for --order")
 	epoch := fs.Int("epoch", 0, "epoch for --order (the first is 0, as sampler.set_epoch)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	quiet := fs.Bool("quiet", false, "do not show progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -33,7 +35,9 @@ func cmdPlan(args []string) int {
 			return fail("plan: rank %d outside world size %d", *rank, cfg.Access.WorldSize)
 		}
 	}
-	pred, err := shim.Predict(cfg)
+	prog := startProgress("plan: listing the dataset", *quiet, progress.Options{Unit: "entries"})
+	pred, err := shim.Predict(cfg, counter(prog))
+	prog.Stop()
 	if err != nil {
 		return fail("plan: %v", err)
 	}
@@ -48,7 +52,17 @@ func cmdPlan(args []string) int {
 		w.Flush()
 		return 0
 	}
-	return printPlan(cfg, pred, *asJSON)
+	prog = startProgress("plan: stat'ing the files", *quiet, progress.Options{})
+	prog.Expect(int64(len(pred.Files)), 0)
+	prog.TotalKnown()
+	sizes := pred.Sizes(counter(prog))
+	prog.Stop()
+	return printPlan(cfg, pred, sizes, *asJSON)
+}
+
+// counter is a hook of shim.Predict and Prediction.Sizes that counts on r.
+func counter(r *progress.Reporter) func(n int) {
+	return func(n int) { r.Add(int64(n), 0) }
 }
 
 // planReport is what augur plan prints.
@@ -77,8 +91,7 @@ type planEpoch struct {
 	PFSBytes int64 `json:"expected_pfs_bytes"`
 }
 
-func printPlan(cfg *shim.Config, pred *shim.Prediction, asJSON bool) int {
-	sizes := pred.Sizes()
+func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bool) int {
 	caps := make([]int64, len(cfg.Tiers))
 	for i, t := range cfg.Tiers {
 		caps[i] = t.Capacity

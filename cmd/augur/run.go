@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,6 +25,11 @@ func cmdRun(args []string) int {
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return fail("run: no command given (augur run [flags] -- CMD ARGS...)")
+	}
+	// A command that cannot run fails before the job is led: leading
+	// validates the tiers, which takes long when they hold a dataset.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return cannotRun(argv[0], err)
 	}
 	libPath, err := findLib(*lib)
 	if err != nil {
@@ -82,7 +88,7 @@ func runChild(argv []string, lib string) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		return fail("run: %v", err)
+		return cannotRun(argv[0], err)
 	}
 	go func() {
 		for s := range sigs {
@@ -101,6 +107,28 @@ func runChild(argv []string, lib string) int {
 		return fail("run: %v", err)
 	}
 	return 0
+}
+
+// cannotRun reports that the command name cannot be run, err coming from
+// exec.LookPath or from starting it, and returns a shell's status for it:
+// 127 when there is no such command, 126 when there is one that cannot be
+// executed (not executable, a directory, not a program).
+func cannotRun(name string, err error) int {
+	status, why := 126, err.Error()
+	var lookErr *exec.Error
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &lookErr) && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)):
+		status, why = 127, "command not found"
+	case errors.Is(err, fs.ErrNotExist): // the file is there, so execve's ENOENT is about another
+		status, why = 127, "cannot execute: required file not found (its #! interpreter?)"
+	case errors.Is(err, fs.ErrPermission):
+		why = "permission denied"
+	case errors.As(err, &errno):
+		why = errno.Error() // "is a directory", "exec format error", ...
+	}
+	fmt.Fprintf(os.Stderr, "augur: run: %s: %s\n", name, why)
+	return status
 }
 
 // findLib locates libaugur.so: the flag, AUGUR_LIB, or next to this

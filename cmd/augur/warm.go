@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
 	"github.com/augur-hpc/augur/tiering"
 )
+
+var _ tiering.WarmProgress = (*progress.Reporter)(nil)
 
 func cmdWarm(args []string) int {
 	fs := flag.NewFlagSet("warm", flag.ContinueOnError)
 	var jf jobFlags
 	jf.register(fs)
+	quiet := fs.Bool("quiet", false, "do not show progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,7 +52,9 @@ func cmdWarm(args []string) int {
 	if len(trees) == 0 {
 		return fail("warm: no tier can be used")
 	}
-	res := tiering.Warm(trees, usage, cfg.Roots)
+	prog := startProgress("warm", *quiet, progress.Options{Bytes: true})
+	res := tiering.Warm(trees, usage, cfg.Roots, prog)
+	prog.Stop()
 	for i, t := range trees {
 		fmt.Printf("%s: copied %d files (%s); holds %s of %s\n", t.Path,
 			res.Copied[i].Files, shim.FormatSize(res.Copied[i].Bytes),
