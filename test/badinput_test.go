@@ -158,7 +158,7 @@ func TestBadInput(t *testing.T) {
 			if in.nobody {
 				openUp(t, c)
 				run = func(argv []string) Result {
-					a := asNobody(true, argv...)
+					a := nobody.argv(true, argv...)
 					return c.RunPlain(time.Minute, a[0], a[1:]...)
 				}
 			}

@@ -54,7 +54,7 @@ func jobOfCase(c *Case) string {
 }
 
 // primeJob brings the case's job to the state a long-running job is in:
-// a preloaded `sleep` (run as nobody with asNobody) leads the job until the
+// a preloaded `sleep` (run as nobody when asNobody is set) leads the job until the
 // segment says the tiers are validated, and then exits. The flag stays set
 // in the segment, so every later process of the job is served from the
 // tiers from its first open, which is what the Observer assertions need.
@@ -65,7 +65,7 @@ func primeJob(c *Case, asNobody ...bool) {
 
 // holdJob is primeJob that leaves the leader running (it returns once the
 // process leads and the segment is ready); call stop to end it.
-func holdJob(c *Case, nobody ...bool) (stop func()) {
+func holdJob(c *Case, asNobody ...bool) (stop func()) {
 	c.T.Helper()
 	argv := []string{"sleep", "60"}
 	stat := func(job string) (shim.Stats, error) {
@@ -76,11 +76,11 @@ func holdJob(c *Case, nobody ...bool) (stop func()) {
 		defer seg.Close()
 		return seg.Stats(), nil
 	}
-	if len(nobody) > 0 && nobody[0] {
+	if len(asNobody) > 0 && asNobody[0] {
 		// nobody's job state is nobody's own: ask as nobody.
-		argv = asNobody(true, argv...)
+		argv = nobody.argv(true, argv...)
 		stat = func(job string) (shim.Stats, error) {
-			a := asNobody(false, Augur, "stat", "--json", "--job", job)
+			a := nobody.argv(false, Augur, "stat", "--json", "--job", job)
 			out, err := exec.Command(a[0], a[1:]...).Output()
 			var st shim.Stats
 			if err == nil {
@@ -116,18 +116,26 @@ func holdJob(c *Case, nobody ...bool) (stop func()) {
 	return nil
 }
 
-// nobody is the unprivileged identity of the permission tests.
-const nobodyID = "65534"
+// account is a user the tests run programs as.
+type account struct {
+	uid, gid int
+	name     string
+}
 
-// asNobody is argv run as nobody, with the shim preloaded when preload is
-// set. setpriv itself never carries the shim: a root process attaching to
-// the job would create its segment as root, and nobody could not use it.
-func asNobody(preload bool, argv ...string) []string {
-	cmd := []string{"setpriv", "--reuid=" + nobodyID, "--regid=" + nobodyID, "--clear-groups", "env"}
+// nobody is the unprivileged identity of the permission tests.
+var nobody = account{65534, 65534, "nobody"}
+
+// argv is a command line that runs args as a, with the shim preloaded
+// when preload is set. setpriv itself never carries the shim: a root
+// process attaching to the job would create its state as root, and the
+// user could not use it.
+func (a account) argv(preload bool, args ...string) []string {
+	cmd := []string{"setpriv", fmt.Sprintf("--reuid=%d", a.uid), fmt.Sprintf("--regid=%d", a.gid),
+		"--clear-groups", "env"}
 	if preload {
 		cmd = append(cmd, "LD_PRELOAD="+Lib)
 	}
-	return append(cmd, argv...)
+	return append(cmd, args...)
 }
 
 // nobodyTiers gives the case new tiers of nobody's own (a RAM one, which
@@ -140,7 +148,7 @@ func nobodyTiers(t *testing.T, c *Case) string {
 	disk := filepath.Join(c.Dir, "nobody-disk")
 	must(t, os.Mkdir(disk, 0o700))
 	for _, d := range []string{ram, disk} {
-		must(t, os.Chown(d, 65534, 65534))
+		must(t, os.Chown(d, nobody.uid, nobody.gid))
 	}
 	c.Set("AUGUR_TIERS=" + ram + ":1GiB," + disk + ":1GiB")
 	return ram
@@ -150,7 +158,7 @@ func nobodyTiers(t *testing.T, c *Case) string {
 // Files nobody may not read are errors of warm's, not of the test's.
 func warmAsNobody(t *testing.T, c *Case) {
 	t.Helper()
-	a := asNobody(false, Augur, "warm")
+	a := nobody.argv(false, Augur, "warm")
 	cmd := exec.Command(a[0], a[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	if out, err := cmd.CombinedOutput(); !strings.Contains(string(out), "files already warm") {

@@ -133,8 +133,8 @@ func TestErrors(t *testing.T) {
 				})
 				ram = nobodyTiers(t, c)
 				warmAsNobody(t, c)
-				plainArgv = asNobody(false, plainArgv...)
-				shimArgv = asNobody(true, shimArgv...)
+				plainArgv = nobody.argv(false, plainArgv...)
+				shimArgv = nobody.argv(true, shimArgv...)
 				primeJob(c, true)
 			} else {
 				primeJob(c)

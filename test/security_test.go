@@ -27,14 +27,8 @@ import (
 	"github.com/augur-hpc/augur/tiering"
 )
 
-// account is a user the tests run programs as.
-type account struct {
-	uid, gid int
-	name     string
-}
-
 // victimAccount is the unprivileged user whose jobs are attacked, made
-// the first time a test needs it.
+// for the test and removed after it.
 func victimAccount(t *testing.T) account {
 	t.Helper()
 	const name = "augur-victim"
@@ -44,6 +38,7 @@ func victimAccount(t *testing.T) account {
 		if err != nil {
 			t.Fatalf("useradd %s: %v\n%s", name, err, out)
 		}
+		t.Cleanup(func() { exec.Command("userdel", name).Run() })
 	}
 	u, err := user.Lookup(name)
 	must(t, err)
@@ -52,18 +47,8 @@ func victimAccount(t *testing.T) account {
 	return account{uid, gid, name}
 }
 
-var attacker = account{65534, 65534, "nobody"}
-
-// argv is a command line that runs args as a, with the shim preloaded
-// when preload is set.
-func (a account) argv(preload bool, args ...string) []string {
-	cmd := []string{"setpriv", fmt.Sprintf("--reuid=%d", a.uid), fmt.Sprintf("--regid=%d", a.gid),
-		"--clear-groups", "env"}
-	if preload {
-		cmd = append(cmd, "LD_PRELOAD="+Lib)
-	}
-	return append(cmd, args...)
-}
+// attacker is the other user of the node.
+var attacker = nobody
 
 // victimWorld is a victim with a dataset file and augur's defaults: no
 // tier configured, so the RAM tier is /dev/shm/augur-<uid> and the disk
