@@ -45,6 +45,7 @@ static struct {
 	size_t firstlen[AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
+	uint8_t sealed[AUGUR_MAX_TIERS];       /* see sealed() */
 	uid_t euid; /* copies are served only if this user owns them */
 	struct augur_segment *seg;
 	char job[64];
@@ -382,6 +383,49 @@ AUGUR_EXPORT int augur_add_root(const char *path)
 	return 0;
 }
 
+/*
+ * A tier is sealed when no one but this user (and root) can change what
+ * its path leads to: the tier and its files/ are directories of the
+ * user's that no one else may write, and every directory above is root's
+ * or the user's and, if others may write it, sticky (/dev/shm, /tmp), with
+ * no symlink on the way. Only the user can then have put a copy there,
+ * and validation removed any a job may not serve, so copies are served
+ * without a check each. Anywhere else a tier can be swapped under a
+ * running job, and every copy opened is checked (trusted_copy): a system
+ * call per served open that a sealed tier does without.
+ */
+static int sealed_dir(const char *path, int own)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return 0;
+	if (own)
+		return sb.st_uid == st.euid && !(sb.st_mode & 022);
+	return (sb.st_uid == 0 || sb.st_uid == st.euid) && (!(sb.st_mode & 022) || (sb.st_mode & S_ISVTX));
+}
+
+static int sealed(const char *tier)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(tier);
+	if (n == 0 || tier[0] != '/' || n + 7 > sizeof(p))
+		return 0;
+	memcpy(p, tier, n + 1);
+	if (!sealed_dir("/", 0))
+		return 0;
+	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		int ok = sealed_dir(p, 0);
+		*s = '/';
+		if (!ok)
+			return 0;
+	}
+	if (!sealed_dir(p, 1))
+		return 0;
+	memcpy(p + n, "/files", 7);
+	return sealed_dir(p, 1);
+}
+
 /* augur_add_tier appends the next tier, fastest first; "" keeps the
  * place of a tier not in use, so that tiers keep their numbers. A tier
  * whose directory exists but is a symlink, another user's or writable by
@@ -394,6 +438,7 @@ AUGUR_EXPORT int augur_add_tier(const char *path)
 	if (*path && lstat(path, &sb) == 0 &&
 	    (!S_ISDIR(sb.st_mode) || sb.st_uid != st.euid || (sb.st_mode & 022)))
 		path = "";
+	st.sealed[st.ntiers] = (uint8_t)sealed(path);
 	strcpy(st.tiers[st.ntiers++], path);
 	return 0;
 }
@@ -937,12 +982,12 @@ static int owned_fd(int fd, mode_t kind, struct stat *sb)
 }
 
 /*
- * trusted_copy says whether the copy open on fd may be served: a regular
- * file this user owns and no one else may write. Anything else in a tier
- * was not written there by augur for this user (planted by another user
- * in a tier whose name they took first, say), and serving it could feed
- * the job someone else's bytes: it is refused with one message, counted,
- * and fd is closed.
+ * trusted_copy says whether the copy open on fd, in a tier that is not
+ * sealed, may be served: a regular file this user owns and no one else
+ * may write. Anything else was not written there by augur for this user
+ * (another user swapped the tier for one of theirs, say), and serving it
+ * could feed the job someone else's bytes: it is refused with one
+ * message, counted, and fd is closed.
  */
 static int trusted_copy(int fd, int t, const char *abs)
 {
@@ -975,7 +1020,7 @@ static int open_copy(const char *abs, int flags, int *tier)
 		 * without it. */
 		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
 			fd = real_openat(AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
-		if (fd >= 0 && trusted_copy(fd, t, abs)) {
+		if (fd >= 0 && (st.sealed[t] || trusted_copy(fd, t, abs))) {
 			*tier = t;
 			return fd;
 		}

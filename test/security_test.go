@@ -364,14 +364,21 @@ func waitUntil(t *testing.T, cond func() bool) {
 	t.Fatal("condition not met within 20s")
 }
 
-// TestDataPlaneServesOnlyOwnCopies: a copy that is not the user's own, or
-// that others may write, is never served, even in the user's own tier
-// and after the leader validated it (the data plane checks each copy it
-// opens): here the test, as root, puts them there behind a live job.
+// TestDataPlaneServesOnlyOwnCopies: in a tier that is not sealed (its
+// parent is writable by all and not sticky, so the tier can be swapped
+// under a running job), the data plane checks each copy it opens: one that
+// is not the user's own, or that others may write, is never served. Here
+// the test, as root, puts such copies in the user's tier behind a live
+// job; TestAttackSwappedTier is the attack itself.
 func TestDataPlaneServesOnlyOwnCopies(t *testing.T) {
 	c := NewCase(t)
 	data := randomBytes(40_000)
 	files := []string{c.Write("theirs.bin", data), c.Write("writable.bin", data)}
+	shared := filepath.Join(c.Dir, "shared")
+	must(t, os.Mkdir(shared, 0o777))
+	must(t, os.Chmod(shared, 0o777))
+	c.RAM = filepath.Join(shared, "ram")
+	c.Set("AUGUR_TIERS=" + c.RAM + ":1GiB")
 	c.Warm()
 	stop := holdJob(c)
 	defer stop()
@@ -445,5 +452,71 @@ func TestShortCommandsLeaveLatestJobsOnly(t *testing.T) {
 		if _, err := os.Stat(d); err == nil {
 			t.Errorf("augur clean --jobs left %s", d)
 		}
+	}
+}
+
+// TestAttackSwappedTier: the victim's tier sits in a directory everyone
+// may write that is not sticky, so while the victim's job runs the
+// attacker renames the tier away and puts one of its own in its place,
+// with a copy of the file the job reads next. The job's next open must
+// not be served that copy.
+func TestAttackSwappedTier(t *testing.T) {
+	w := newVictimWorld(t)
+	shared := filepath.Join(w.Dir, "shared")
+	must(t, os.Mkdir(shared, 0o777))
+	must(t, os.Chmod(shared, 0o777))
+	tier := filepath.Join(shared, "tier")
+	w.Set("AUGUR_TIERS=" + tier + ":1GiB")
+	if out, err := w.victimAugur("warm"); err != nil {
+		t.Fatalf("augur warm: %v\n%s", err, out)
+	}
+	cp, err := tiering.CopyPath(tier, w.file)
+	must(t, err)
+	a := w.v.argv(true, Python, "-c", `import hashlib, sys
+for line in sys.stdin:
+    print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest(), flush=True)`, w.file)
+	reader := exec.Command(a[0], a[1:]...)
+	reader.Env = append(os.Environ(), w.Env...)
+	reader.Env = append(reader.Env, "AUGUR_JOB=swap-"+randHex(4))
+	var stderr bytes.Buffer
+	reader.Stderr = &stderr
+	in, err := reader.StdinPipe()
+	must(t, err)
+	outPipe, err := reader.StdoutPipe()
+	must(t, err)
+	must(t, reader.Start())
+	t.Cleanup(func() { reader.Process.Kill() })
+	out := bufio.NewReader(outPipe)
+	read := func() string {
+		t.Helper()
+		in.Write([]byte("\n"))
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reader: %v\n%s", err, stderr.String())
+		}
+		return strings.TrimSpace(line)
+	}
+	want := sha256Hex(w.data)
+	obs := Observe(t, tier)
+	if got := read(); got != want {
+		t.Fatalf("first read: %s, want %s", got, want)
+	}
+	obs.Stop()
+	if obs.Opens(cp) == 0 {
+		t.Fatal("the first read was not served from the tier: the attack below would prove nothing")
+	}
+	w.attack(fmt.Sprintf("mv %q %q", tier, tier+".gone"))
+	w.plant(cp)
+	if got := read(); got != want {
+		t.Errorf("after the swap: read %s, want the original's %s", got, want)
+	}
+	in.Close()
+	if err := reader.Wait(); err != nil {
+		t.Errorf("reader: %v", err)
+	}
+	msg := fmt.Sprintf("augur: tier %s: the copy of %s is owned by uid 65534, mode 0666, not by you (uid %d) alone: not served",
+		tier, w.file, w.v.uid)
+	if lines := augurLines(stderr.String()); len(lines) != 1 || lines[0] != msg {
+		t.Errorf("augur said %q, want %q", lines, msg)
 	}
 }
