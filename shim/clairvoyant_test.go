@@ -78,6 +78,49 @@ func TestPrefetchKeepsRanksInStep(t *testing.T) {
 	}
 }
 
+// gatedJob is a clairvoyant job of one rank over root whose copies each
+// wait, in their done callback, until the test lets one through.
+type gatedJob struct {
+	l    *Leader
+	c    *clairvoyant
+	seg  *Segment
+	pool *fetchpool.Pool
+	gate chan struct{}
+	done sync.WaitGroup // one per file of the dataset
+}
+
+func newGatedJob(t *testing.T, name, root string, files int, a Access) *gatedJob {
+	t.Helper()
+	a.Sampler, a.Layout, a.Shuffle, a.Epochs, a.WorldSize, a.RanksPerNode, a.Lookahead =
+		"distributed", "imagefolder", true, 1, 1, 1, 1024
+	g := &gatedJob{seg: testSegment(t, name), gate: make(chan struct{})}
+	cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
+		Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: 1 << 20, Threads: 1}}, Access: a}
+	var err error
+	if g.l, err = Lead(cfg, g.seg, zerolog.Nop()); err != nil || g.l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	t.Cleanup(g.l.Close)
+	_, caps, _ := g.l.poolTiers()
+	if g.c, err = planClairvoyant(g.l, caps); err != nil {
+		t.Fatal(err)
+	}
+	g.done.Add(files)
+	tiers, _, used := g.l.poolTiers()
+	g.pool = g.l.newPool(tiers, used, func(res fetchpool.Result) {
+		<-g.gate
+		g.c.done(res)
+		g.done.Done()
+	})
+	g.c.start(g.pool)
+	t.Cleanup(g.c.close)
+	t.Cleanup(func() { close(g.gate) }) // first: no copy may stay held when the pool closes
+	return g
+}
+
+// let lets one copy through.
+func (g *gatedJob) let() { g.gate <- struct{}{} }
+
 // A clairvoyant job that falls back to the reactive policy with copies
 // queued goes on with the same pool; augur stat's copies in flight must
 // stay the pool's count through it. (The reactive policy counted up when
@@ -86,60 +129,61 @@ func TestPrefetchKeepsRanksInStep(t *testing.T) {
 // zero: "in flight 18446744073709551608".)
 func TestInFlightThroughFallBack(t *testing.T) {
 	root := imageFolder(t, 2, 20, 100)
-	seg := testSegment(t, "unit-inflight")
-	cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
-		Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: 1 << 20, Threads: 1}},
-		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
-			BatchSize: 4, WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
-	_, caps, _ := l.poolTiers()
-	c, err := planClairvoyant(l, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	var finished sync.WaitGroup
-	tiers, _, used := l.poolTiers()
-	pool := l.newPool(tiers, used, func(res fetchpool.Result) {
-		<-release
-		c.done(res)
-		finished.Done()
-	})
-	finished.Add(40)
-	c.start(pool)
-	defer c.close()
-	var once sync.Once
-	defer once.Do(func() { close(release) }) // before close: a failure must not leave copies blocked
-	inflight := func() uint64 { return u64(&seg.s.leader.inflight) }
+	g := newGatedJob(t, "unit-inflight", root, 40, Access{BatchSize: 4})
+	inflight := func() uint64 { return u64(&g.seg.s.leader.inflight) }
 	// One copy waits in its done callback (no longer pending), 39 wait
 	// for the copy thread.
-	waitCond(t, func() bool { return pool.Pending() == 39 && inflight() == 39 }, func() string {
-		return fmt.Sprintf("pending %d, in flight %d", pool.Pending(), inflight())
+	waitCond(t, func() bool { return g.pool.Pending() == 39 && inflight() == 39 }, func() string {
+		return fmt.Sprintf("pending %d, in flight %d", g.pool.Pending(), inflight())
 	})
-
 	for i := 0; i < fallbackAt; i++ { // opens of files the prediction does not know
-		c.onOpen(Event{Kind: EvOpen, Tier: -1, Rank: 0, Path: root + "/elsewhere"})
+		g.c.onOpen(Event{Kind: EvOpen, Tier: -1, Rank: 0, Path: root + "/elsewhere"})
 	}
-	if l.react == nil {
+	if g.l.react == nil {
 		t.Fatal("no fall-back to the reactive policy")
 	}
 	for i := 0; i < 40; i++ {
-		release <- struct{}{}
+		g.let()
 		// Only copies end now, so the count only falls: read between
 		// two looks at the pool's, it lies between them.
-		before := pool.Pending()
+		before := g.pool.Pending()
 		n := inflight()
-		if after := pool.Pending(); n > uint64(before) || n < uint64(after) {
+		if after := g.pool.Pending(); n > uint64(before) || n < uint64(after) {
 			t.Fatalf("after %d copies: %d in flight, the pool had %d then %d pending", i+1, n, before, after)
 		}
 	}
-	finished.Wait()
+	g.done.Wait()
 	if n := inflight(); n != 0 {
 		t.Errorf("%d copies in flight once all are done, want 0", n)
+	}
+}
+
+// A staged file that shrank between its stat and its copy is released by
+// what its copy holds: released by its stat's size, the tier's bytes used
+// fell below zero and augur stat showed 16 EiB used.
+func TestStagedAccountsFollowTheCopy(t *testing.T) {
+	root := imageFolder(t, 1, 4, 100)
+	g := newGatedJob(t, "unit-staged", root, 4, Access{BatchSize: 1, Stage: 1 << 20}) // all staged
+	waitCond(t, func() bool { return g.pool.Pending() == 3 }, func() string { return fmt.Sprint(g.pool.Pending(), " pending") })
+	for _, f := range g.c.pred.Files { // the three not copied yet shrink; one of them may be copying
+		must(t, os.Truncate(f, 50))
+	}
+	for i := 0; i < 4; i++ {
+		g.let()
+	}
+	g.done.Wait()
+	for fd, f := range g.c.pred.Files {
+		g.c.onOpen(Event{Kind: EvOpen, Tier: 0, PID: 1, FD: fd, Rank: 0, Path: f})
+		g.c.onClose(Event{Kind: EvClose, PID: 1, FD: fd})
+	}
+	g.c.mu.Lock()
+	staged, bytes := len(g.c.staged), g.c.stagedBytes
+	g.c.mu.Unlock()
+	if u := g.pool.Tiers()[0].Used; u != 0 || staged != 0 || bytes != 0 {
+		t.Errorf("after every staged file was read: tier holds %d bytes, %d files (%d bytes) staged; want none", u, staged, bytes)
+	}
+	if u := u64(&g.seg.s.leader.tier_used[0]); u != 0 {
+		t.Errorf("augur stat shows %d bytes used", u)
 	}
 }
 
@@ -149,61 +193,5 @@ func waitCond(t *testing.T, cond func() bool, state func() string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("condition not met within 30s: %s", state())
 		}
-	}
-}
-
-// A staged file that shrank between its stat and its copy is released by
-// what its copy holds: released by its stat's size, the tier's bytes used
-// fell below zero and augur stat showed 16 EiB used.
-func TestStagedAccountsFollowTheCopy(t *testing.T) {
-	root := imageFolder(t, 1, 4, 100)
-	seg := testSegment(t, "unit-staged")
-	cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
-		Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: 1 << 20, Threads: 1}},
-		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
-			BatchSize: 1, WorldSize: 1, RanksPerNode: 1, Lookahead: 1024, Stage: 1 << 20}} // all staged
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
-	_, caps, _ := l.poolTiers()
-	c, err := planClairvoyant(l, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	var finished sync.WaitGroup
-	finished.Add(4)
-	tiers, _, used := l.poolTiers()
-	pool := l.newPool(tiers, used, func(res fetchpool.Result) {
-		<-release
-		c.done(res)
-		finished.Done()
-	})
-	c.start(pool)
-	defer c.close()
-	var once sync.Once
-	defer once.Do(func() { close(release) })
-	waitCond(t, func() bool { return pool.Pending() == 3 }, func() string { return fmt.Sprint(pool.Pending(), " pending") })
-	for _, f := range c.pred.Files { // the three not copied yet shrink; one of them may be copying
-		must(t, os.Truncate(f, 50))
-	}
-	for i := 0; i < 4; i++ {
-		release <- struct{}{}
-	}
-	finished.Wait()
-	for fd, f := range c.pred.Files {
-		c.onOpen(Event{Kind: EvOpen, Tier: 0, PID: 1, FD: fd, Rank: 0, Path: f})
-		c.onClose(Event{Kind: EvClose, PID: 1, FD: fd})
-	}
-	c.mu.Lock()
-	staged, bytes := len(c.staged), c.stagedBytes
-	c.mu.Unlock()
-	if u := pool.Tiers()[0].Used; u != 0 || staged != 0 || bytes != 0 {
-		t.Errorf("after every staged file was read: tier holds %d bytes, %d files (%d bytes) staged; want none", u, staged, bytes)
-	}
-	if u := u64(&seg.s.leader.tier_used[0]); u != 0 {
-		t.Errorf("augur stat shows %d bytes used", u)
 	}
 }

@@ -68,7 +68,7 @@ func TestWarmQuiet(t *testing.T) {
 func TestWarmProgressOnTerminal(t *testing.T) {
 	script, err := exec.LookPath("script")
 	if err != nil {
-		t.Skip("no script(1) to run augur on a terminal")
+		t.Fatal("script(1), from util-linux's bsdutils, runs augur on a terminal: install it")
 	}
 	c := NewCase(t)
 	c.RandomFiles("cls", 300, 4096)
