@@ -223,7 +223,7 @@ func (l *Leader) openTiers() {
 		default:
 			// Another job writes this tier (ErrLocked), or its lock
 			// file is not the user's. The data plane still serves its
-			// copies (each checked to be the user's own), so they are
+			// copies (the user's own only), so they are
 			// checked against the sources as they are now: the writer
 			// validated them when it started, possibly before they
 			// changed. A lock held by another user is said at warn
