@@ -10,6 +10,11 @@ CSRC    := $(wildcard intercept*.c)
 CHDR    := $(wildcard intercept*.h)
 GOSRC   := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CWARN   := -Wall -Wextra -Werror
+# Go's build cache does not see a change of ../intercept.h in the cgo
+# packages that include it, and kept building them with the old layout of
+# the shared segment: the headers' hash in CGO_CFLAGS is part of every cgo
+# build's identity.
+export CGO_CFLAGS := -O2 -g -DAUGUR_HEADERS=$(shell cat $(CHDR) | sha1sum | cut -c1-16)
 
 .PHONY: all build test unit cstrict integration deps tidy demo clean bench-shim
 all: build
@@ -24,7 +29,7 @@ $(BUILD)/libaugur.so: $(CSRC) $(CHDR)
 $(BUILD)/libaugur-go.so: $(GOSRC) $(CHDR)
 	$(GO) build -tags $(TAGS) -buildmode=c-shared -o $@ ./libaugur
 
-$(BUILD)/augur: $(GOSRC)
+$(BUILD)/augur: $(GOSRC) $(CHDR)
 	$(GO) build -o $@ ./cmd/augur
 
 # The data plane alone, with every warning an error, with and without

@@ -46,6 +46,7 @@ static struct {
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
 	uint8_t sealed[AUGUR_MAX_TIERS];       /* see sealed() */
+	int every_open; /* compare each copy with its source before serving it */
 	uid_t euid; /* copies are served only if this user owns them */
 	struct augur_segment *seg;
 	char job[64];
@@ -61,9 +62,10 @@ static struct {
 struct fd_entry augur_fdtab[FD_MAX];
 #define fdtab augur_fdtab
 /* The source path of each descriptor served from the original, so it can
- * move to a copy published later (owned here; freed when it moves or
- * closes). */
-static char *fdpath[FD_MAX];
+ * move to a copy published later, and of each write descriptor (owned
+ * here; freed when it moves or closes). */
+char *augur_fdpath[FD_MAX];
+#define fdpath augur_fdpath
 static int fd_hwm; /* highest fd ever tracked + 1 */
 
 static struct {
@@ -149,10 +151,28 @@ static pid_t self_pid;
  * descriptor shared across fork is not counted twice at close. */
 static void atfork_child(void)
 {
-	__atomic_store_n(&self_pid, getpid(), __ATOMIC_RELAXED);
+	pid_t parent = __atomic_exchange_n(&self_pid, getpid(), __ATOMIC_RELAXED);
 	for (int fd = 0; fd < fd_hwm; fd++)
-		fdtab[fd].bytes = 0;
+		if (fdtab[fd].kind == FD_FILE)
+			fdtab[fd].bytes = 0;
+	augur_write_after_fork(parent, fd_hwm);
 }
+
+AUGUR_HIDDEN pid_t augur_self_pid(void) { return __atomic_load_n(&self_pid, __ATOMIC_RELAXED); }
+
+/*
+ * augur_vforked says whether this is a child made by vfork, posix_spawn
+ * or a raw clone: no fork handler ran, and a vfork'd child shares the
+ * parent's memory, so the tables here are the parent's. Such a child only
+ * arranges its descriptors (CPython's closes them with close_range,
+ * dup2s pipes) and execs; were its closes and dups booked, the parent's
+ * write descriptors would be released while the parent still holds them.
+ * A system call, so asked only where a call would change what other
+ * processes rely on.
+ */
+AUGUR_HIDDEN int augur_vforked(void) { return getpid() != augur_self_pid(); }
+
+AUGUR_HIDDEN struct augur_segment *augur_seg(void) { return st.seg; }
 
 /* make_job_id names the job: AUGUR_JOB, or 64 random bits, so that no
  * other user can guess the name of its state in /dev/shm and take it
@@ -295,6 +315,7 @@ static int attach_leader(void)
 			augur_add_root(c->roots[i]);
 	for (uint32_t i = 0; i < c->ntiers; i++)
 		augur_add_tier(memchr(c->tiers[i], 0, AUGUR_CONFIG_PATH) ? c->tiers[i] : "");
+	augur_set_every_open(c->every_open != 0);
 	augur_set_segment(seg, 0);
 	augur_start(1);
 	return 1;
@@ -447,9 +468,17 @@ AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank)
 {
 	st.seg = seg;
 	st.rank = rank;
-	if (seg)
-		__atomic_fetch_add(&seg->counters.processes, 1, __ATOMIC_RELAXED);
+	if (!seg)
+		return;
+	__atomic_fetch_add(&seg->counters.processes, 1, __ATOMIC_RELAXED);
+	augur_guard++;
+	augur_write_adopt();
+	augur_guard--;
 }
+
+/* augur_set_every_open makes every open served from a tier compare the
+ * copy with its source first (revalidate = 0). */
+AUGUR_EXPORT void augur_set_every_open(int on) { st.every_open = on; }
 
 /* augur_start turns interception on (on = 1) or leaves this process in
  * pass-through for good (on = 0). Either way, waiting hooks go on. */
@@ -748,7 +777,7 @@ AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
 
 /* ---- the event ring ---------------------------------------------------- */
 
-static uint64_t fnv1a(const char *s)
+AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s)
 {
 	uint64_t h = 14695981039346656037ULL; /* FNV-1a 64, as Go's hash/fnv */
 	for (; *s; s++) {
@@ -836,6 +865,12 @@ static uint32_t publish_gen(void)
 	return st.seg ? (uint32_t)__atomic_load_n(&st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
 }
 
+AUGUR_HIDDEN void augur_fd_seen(int fd)
+{
+	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
+		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
+}
+
 static void fd_track_file(int fd, int tier, const char *abs)
 {
 	if (fd >= FD_MAX) {
@@ -845,8 +880,7 @@ static void fd_track_file(int fd, int tier, const char *abs)
 	}
 	free(__atomic_exchange_n(&fdpath[fd], tier < 0 && abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
 	fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = publish_gen()};
-	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
-		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
+	augur_fd_seen(fd);
 }
 
 static int dir_slot_get(const char *abs)
@@ -871,8 +905,7 @@ static void fd_track_dir(int fd, const char *abs)
 		return; /* untracked: openat relative to it passes through */
 	__atomic_store_n(&dirs[slot].fd, fd, __ATOMIC_RELEASE);
 	fdtab[fd] = (struct fd_entry){.kind = FD_DIR, .slot = (uint16_t)slot};
-	if (fd >= __atomic_load_n(&fd_hwm, __ATOMIC_RELAXED))
-		__atomic_store_n(&fd_hwm, fd + 1, __ATOMIC_RELAXED);
+	augur_fd_seen(fd);
 }
 
 /* augur_fd_tier is the tier serving fd, or -1 (the original, or not a
@@ -910,6 +943,19 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
 		return;
 	struct fd_entry e = fdtab[fd];
+	if (e.kind == FD_WRITE) {
+		if (augur_vforked())
+			return;
+		char *abs = __atomic_exchange_n(&fdpath[fd], NULL, __ATOMIC_ACQ_REL);
+		fdtab[fd] = (struct fd_entry){0};
+		AUGUR_ERRNO_SAVE;
+		augur_guard++;
+		augur_write_closed(e, abs);
+		augur_guard--;
+		AUGUR_ERRNO_RESTORE;
+		free(abs);
+		return;
+	}
 	fd_forget(fd);
 	if (e.kind != FD_FILE || !st.seg)
 		return;
@@ -924,6 +970,8 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last)
 {
 	unsigned int hwm = (unsigned int)__atomic_load_n(&fd_hwm, __ATOMIC_RELAXED);
+	if (first >= hwm || augur_vforked())
+		return;
 	for (unsigned int fd = first; fd <= last && fd < hwm; fd++)
 		augur_fd_closed((int)fd);
 }
@@ -935,6 +983,8 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	struct fd_entry e = fdtab[oldfd];
 	if (e.kind == FD_FILE)
 		fd_track_file(newfd, e.tier, __atomic_load_n(&fdpath[oldfd], __ATOMIC_ACQUIRE));
+	else if (e.kind == FD_WRITE && !augur_vforked())
+		augur_write_dup(oldfd, newfd);
 	else if (e.kind == FD_DIR)
 		fd_track_dir(newfd, dirs[e.slot].path);
 }
@@ -1005,6 +1055,21 @@ static int trusted_copy(int fd, int t, const char *abs)
 	return 0;
 }
 
+/* fresh_copy compares the copy open on fd with its source, for
+ * revalidate = 0: a copy whose source has another size or mtime (a writer
+ * outside the job) is closed and dropped, and the original serves. */
+static int fresh_copy(int fd, const char *abs)
+{
+	struct stat c, s;
+	__atomic_fetch_add(&st.seg->counters.revalidated, 1, __ATOMIC_RELAXED);
+	if (augur_real.fstat(fd, &c) == 0 && stat(abs, &s) == 0 && c.st_size == s.st_size &&
+	    c.st_mtim.tv_sec == s.st_mtim.tv_sec && c.st_mtim.tv_nsec == s.st_mtim.tv_nsec)
+		return 1;
+	augur_real.close(fd);
+	augur_invalidate_abs(abs);
+	return 0;
+}
+
 /* open_copy tries the tiers, fastest first. Returns the fd of a copy and
  * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
 static int open_copy(const char *abs, int flags, int *tier)
@@ -1021,6 +1086,8 @@ static int open_copy(const char *abs, int flags, int *tier)
 		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
 			fd = real_openat(AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
 		if (fd >= 0 && (st.sealed[t] || trusted_copy(fd, t, abs))) {
+			if (st.every_open && !fresh_copy(fd, abs))
+				return -1; /* every tier's copy was as stale, and is gone */
 			*tier = t;
 			return fd;
 		}
@@ -1054,7 +1121,6 @@ static int plain_source(const char *abs)
  * before it reads the original after all. */
 #define PENDING_WAIT_NS (200 * 1000 * 1000)
 
-static uint64_t fnv1a(const char *s);
 static uint64_t now_ns(void);
 
 /*
@@ -1068,7 +1134,7 @@ static int wait_pending(const char *abs)
 	struct augur_segment *seg = st.seg;
 	if (!seg)
 		return 0;
-	uint64_t h = fnv1a(abs);
+	uint64_t h = augur_fnv1a(abs);
 	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
 	if (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) != h ||
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != AUGUR_PENDING_COPYING)
@@ -1088,14 +1154,17 @@ static int wait_pending(const char *abs)
 	return 1;
 }
 
-/* invalidate removes every tier copy of abs. Any process may do it: a
- * stale copy must disappear before the writer's open returns. It removes
+/* augur_invalidate_abs removes every tier copy of abs. Any process may
+ * do it: a stale copy must disappear before the writer's open returns.
+ * It first moves the file's gen, so that a copy being made now is
+ * discarded rather than published (struct augur_writes). It removes
  * through the tier's directory, opened without following a symlink and
  * checked, not by the whole path: a tier swapped for a symlink must not
  * lead the removal out of the tier. */
-static void invalidate(const char *abs)
+AUGUR_HIDDEN void augur_invalidate_abs(const char *abs)
 {
 	char tp[PATH_MAX];
+	augur_bump_gen(abs);
 	for (int t = 0; t < st.ntiers; t++) {
 		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0 || !REAL(unlinkat))
 			continue;
@@ -1118,9 +1187,19 @@ AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path)
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
 	if (resolve(dirfd, path, abs) == PATH_FILE)
-		invalidate(abs);
+		augur_invalidate_abs(abs);
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
+}
+
+/* held says whether a process of the job may be writing abs: it is then
+ * served from the original (counted). */
+static int held(const char *abs)
+{
+	if (!augur_write_held(abs))
+		return 0;
+	__atomic_fetch_add(&st.seg->counters.held_opens, 1, __ATOMIC_RELAXED);
+	return 1;
 }
 
 /* opened records a read-only open of a dataset file served from tier
@@ -1145,14 +1224,24 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	if (cls == PATH_OTHER) {
 		fd = real_openat(dirfd, path, flags, mode);
 	} else if (is_write_open(flags)) {
+		/* The writer is registered before the real open and the copies
+		 * dropped after: a copy a reader may open from then on, or the
+		 * leader may publish, is none (intercept_write.c). */
+		int w = -1;
 		if (cls == PATH_FILE && (flags & O_TMPFILE) != O_TMPFILE) {
 			AUGUR_ERRNO_SAVE;
 			if (st.seg)
 				__atomic_fetch_add(&st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
-			invalidate(abs);
+			w = augur_write_begin(abs);
+			augur_invalidate_abs(abs);
 			AUGUR_ERRNO_RESTORE;
 		}
 		fd = real_openat(dirfd, path, flags, mode);
+		if (w >= 0) {
+			AUGUR_ERRNO_SAVE;
+			augur_write_end(w, fd, abs);
+			AUGUR_ERRNO_RESTORE;
+		}
 	} else if (cls == PATH_ABOVE || (flags & (O_DIRECTORY | O_PATH))) {
 		fd = real_openat(dirfd, path, flags, mode);
 		if (fd >= 0) {
@@ -1168,7 +1257,7 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 		 * original can tell. O_NOFOLLOW must fail on a symlinked
 		 * source: the copy says whether it stands for one. */
 		int serve = leader_ready() && !(flags & O_NOATIME) &&
-			    (!(flags & O_NOFOLLOW) || plain_source(abs));
+			    (!(flags & O_NOFOLLOW) || plain_source(abs)) && !held(abs);
 		fd = serve ? open_copy(abs, flags & ~O_NOFOLLOW, &tier) : -1;
 		if (fd < 0 && serve && wait_pending(abs))
 			fd = open_copy(abs, flags & ~O_NOFOLLOW, &tier);
@@ -1183,6 +1272,22 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	augur_guard--;
 	return fd;
+}
+
+AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs)
+{
+	int w = -1;
+	AUGUR_ERRNO_SAVE;
+	augur_guard++;
+	if (resolve(dirfd, path, abs) == PATH_FILE) {
+		if (st.seg)
+			__atomic_fetch_add(&st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
+		w = augur_write_begin(abs);
+		augur_invalidate_abs(abs);
+	}
+	augur_guard--;
+	AUGUR_ERRNO_RESTORE;
+	return w;
 }
 
 AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path)
@@ -1205,7 +1310,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 	augur_guard++;
 	if (resolve(AT_FDCWD, path, abs) == PATH_FILE) {
 		int tier = -1;
-		int copy = leader_ready() ? open_copy(abs, O_RDONLY | O_CLOEXEC, &tier) : -1;
+		int copy = leader_ready() && !held(abs) ? open_copy(abs, O_RDONLY | O_CLOEXEC, &tier) : -1;
 		if (copy >= 0) {
 			int cloexec = augur_real.fcntl(fd, F_GETFD) & FD_CLOEXEC;
 			if (augur_real.dup3(copy, fd, cloexec ? O_CLOEXEC : 0) < 0)
@@ -1233,7 +1338,7 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		return;
 	e->gen = gen;
 	const char *abs = __atomic_load_n(&fdpath[fd], __ATOMIC_ACQUIRE);
-	if (!abs || !leader_ready())
+	if (!abs || !leader_ready() || augur_write_held(abs))
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;

@@ -17,12 +17,15 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 8
+#define AUGUR_ABI_VERSION 9
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 216
 #define AUGUR_PENDING_SLOTS 4096 /* power of two */
 #define AUGUR_MAX_ROOTS 16
+#define AUGUR_WRITER_SLOTS 4096 /* power of two */
+#define AUGUR_HOLD_SLOTS 8192   /* power of two */
+#define AUGUR_RECENT_WRITES 64  /* power of two */
 #define AUGUR_CONFIG_PATH 1024
 
 /* Event kinds. */
@@ -68,6 +71,8 @@ struct augur_counters {
 	uint64_t untracked;                /* descriptors too large to track */
 	uint64_t migrated;                 /* open descriptors moved to a new copy */
 	uint64_t processes;                /* processes that attached */
+	uint64_t revalidated;              /* copies compared with their source at open (revalidate = 0) */
+	uint64_t held_opens;               /* opens served from the original: the file is open for writing */
 };
 
 /* State published by the leader for `augur stat`. */
@@ -85,6 +90,7 @@ struct augur_leader {
 	uint64_t waited;        /* opens that waited for a copy in flight */
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
+	uint64_t copies_held;   /* copies not made, or discarded: the file was being written */
 	uint64_t copy_bytes;
 	/* The clairvoyant policy's view of its prediction. */
 	uint64_t predicted;     /* files the prediction covers */
@@ -129,9 +135,54 @@ struct augur_config {
 	uint32_t published;
 	uint32_t nroots;
 	uint32_t ntiers;
-	uint32_t pad;
+	uint32_t every_open; /* 1: compare a copy with its source at every open (revalidate = 0) */
 	char roots[AUGUR_MAX_ROOTS][AUGUR_CONFIG_PATH]; /* every form of every root */
 	char tiers[AUGUR_MAX_TIERS][AUGUR_CONFIG_PATH];
+};
+
+/*
+ * Writers inside the job. Every descriptor through which a process of
+ * the job may write a dataset file, and every shared writable mapping of
+ * one, is registered in slot[] while it exists (intercept_write.c); hold[]
+ * counts them by the FNV-1a hash of the file's path. While a file's count
+ * is not zero no copy of it is served, and the leader neither starts nor
+ * publishes one. gen is bumped by every change of the file the data plane
+ * sees (a write open, a close of a write descriptor, truncate, unlink,
+ * rename): a copy whose file's gen moved while it was made is discarded.
+ * A hash collision only makes another file wait for the original.
+ */
+enum { AUGUR_WRITER_FREE = 0, AUGUR_WRITER_FILLING = 1, AUGUR_WRITER_USED = 2 };
+struct augur_writer {
+	uint32_t state;
+	int32_t pid;
+	int32_t fd;        /* -1: a mapping */
+	uint32_t pad;
+	uint64_t key;      /* FNV-1a of the source path */
+	uint64_t dev, ino; /* the file, to find the descriptor again after exec */
+	uint64_t addr, len; /* a mapping's range */
+};
+
+struct augur_hold {
+	uint32_t writers;
+	uint32_t gen;
+};
+
+/* A write descriptor closed lately: a process started by vfork or
+ * posix_spawn (no fork handlers run) that inherited a write descriptor of
+ * the file, its parent's closed meanwhile, registers it when it starts. */
+struct augur_recent {
+	uint64_t dev, ino, key;
+	uint64_t closed_ns; /* CLOCK_MONOTONIC */
+};
+
+struct augur_writes {
+	uint64_t active; /* writers now, in slot[] or not: 0 means none anywhere */
+	uint64_t lost;   /* writers that found slot[] full: counted in hold[], but
+			  * not found again after an exec, nor released at death */
+	uint64_t recent_next;
+	struct augur_recent recent[AUGUR_RECENT_WRITES];
+	struct augur_hold hold[AUGUR_HOLD_SLOTS];
+	struct augur_writer slot[AUGUR_WRITER_SLOTS];
 };
 
 struct augur_ring {
@@ -152,6 +203,7 @@ struct augur_segment {
 	struct augur_leader leader;
 	struct augur_config config;
 	struct augur_pending pending[AUGUR_PENDING_SLOTS];
+	struct augur_writes writes;
 	struct augur_ring ring;
 };
 

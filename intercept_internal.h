@@ -131,19 +131,32 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path);
 /* Write-side events on a path: invalidate tier copies before the call. */
 AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
 
+/* augur_write_prepare is the part of a write open before the real call,
+ * for opens that go through libc internally (fopen): when (dirfd, path)
+ * is a dataset file it registers the writer, drops the copies, leaves the
+ * file's path in abs (PATH_MAX) and returns the writer's slot for
+ * augur_write_end with the descriptor opened; otherwise -1. */
+AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs);
+
 /* Descriptor table (intercept.c): one entry per descriptor number below
  * FD_MAX. The read wrappers test kind inline, so an untracked descriptor
  * costs them one load. */
 #define FD_MAX 65536
-enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2 };
+enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2, FD_WRITE = 3 };
 struct fd_entry {
 	uint8_t kind;
 	int8_t tier;
-	uint16_t slot;
-	uint32_t gen; /* publish_gen when a copy was last looked for */
-	uint64_t bytes;
+	uint16_t slot; /* FD_DIR: its path in dirs[]; FD_WRITE: its registration */
+	uint32_t gen;  /* publish_gen when a copy was last looked for */
+	union {
+		uint64_t bytes; /* FD_FILE: bytes read through it */
+		uint64_t key;   /* FD_WRITE: its file's key in the writes table */
+	};
 };
 AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
+/* The path of each descriptor served from the original, or written
+ * (FD_WRITE); owned by the table, freed when the entry goes. */
+AUGUR_HIDDEN extern char *augur_fdpath[FD_MAX];
 
 static inline int augur_fd_tracked(int fd)
 {
@@ -158,6 +171,34 @@ AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
+
+/* augur_fd_seen raises the highest descriptor number tracked. */
+AUGUR_HIDDEN void augur_fd_seen(int fd);
+
+/* The job's segment (NULL before the process attached) and this
+ * process's pid, kept without a system call. */
+AUGUR_HIDDEN struct augur_segment *augur_seg(void);
+AUGUR_HIDDEN pid_t augur_self_pid(void);
+AUGUR_HIDDEN int augur_vforked(void);
+
+/* FNV-1a 64 of a path: the key of the pending and writes tables. */
+AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s);
+
+/* augur_invalidate_abs drops every tier copy of the dataset file abs and
+ * tells the leader. */
+AUGUR_HIDDEN void augur_invalidate_abs(const char *abs);
+
+/* Writers inside the job (intercept_write.c). */
+AUGUR_HIDDEN int augur_write_begin(const char *abs);
+AUGUR_HIDDEN void augur_write_end(int slot, int fd, const char *abs);
+AUGUR_HIDDEN void augur_write_closed(struct fd_entry e, const char *abs);
+AUGUR_HIDDEN void augur_write_dup(int oldfd, int newfd);
+AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len);
+AUGUR_HIDDEN void augur_write_unmapped(void *addr, size_t len);
+AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
+AUGUR_HIDDEN void augur_write_adopt(void);
+AUGUR_HIDDEN int augur_write_held(const char *abs);
+AUGUR_HIDDEN void augur_bump_gen(const char *abs);
 
 /* The original's identity behind a tier descriptor (see intercept.c). */
 AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);
@@ -174,6 +215,7 @@ AUGUR_EXPORT int augur_add_root(const char *path);
 AUGUR_EXPORT int augur_add_tier(const char *path);
 AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank);
 AUGUR_EXPORT void augur_start(int on);
+AUGUR_EXPORT void augur_set_every_open(int on);
 
 #define AUGUR_ERRNO_SAVE int saved_errno_ = errno
 #define AUGUR_ERRNO_RESTORE errno = saved_errno_

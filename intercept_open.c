@@ -101,6 +101,18 @@ AUGUR_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 	return augur_open(dirfd, path, flags, 0);
 }
 
+/* creat is open with O_CREAT|O_WRONLY|O_TRUNC; glibc's does not go
+ * through open. */
+AUGUR_EXPORT int creat(const char *path, mode_t mode)
+{
+	return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+AUGUR_EXPORT int creat64(const char *path, mode_t mode)
+{
+	return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
 /* Calls that change or remove a dataset file by name drop its tier
  * copies first, so no process is ever served the old content. */
 

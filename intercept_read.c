@@ -119,15 +119,28 @@ static void *raw_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
+/* mapped does the bookkeeping of a mapping of fd: bytes for a dataset
+ * file read, a writer for a shared writable mapping of a written one. */
+static void *mapped(void *p, size_t len, int prot, int flags, int fd)
+{
+	if (p == MAP_FAILED || fd < 0 || fd >= FD_MAX || (flags & MAP_ANONYMOUS))
+		return p;
+	if (augur_fdtab[fd].kind == FD_WRITE && (prot & PROT_WRITE) && (flags & MAP_SHARED)) {
+		int e = errno;
+		augur_write_mapped(fd, p, len);
+		errno = e;
+	}
+	augur_fd_account(fd, (ssize_t)len);
+	return p;
+}
+
 AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_before_read(fd);
 	void *p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off)
 				  : raw_mmap(addr, len, prot, flags, fd, off);
-	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
-		augur_fd_account(fd, (ssize_t)len);
-	return p;
+	return mapped(p, len, prot, flags, fd);
 }
 
 AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
@@ -136,9 +149,21 @@ AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, o
 		augur_fd_before_read(fd);
 	void *p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
 				    : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
-	if (p != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS))
-		augur_fd_account(fd, (ssize_t)len);
-	return p;
+	return mapped(p, len, prot, flags, fd);
+}
+
+/* munmap ends a shared writable mapping's hold on its file (the Go
+ * runtime's own heap calls come here too before the symbols are
+ * resolved: the system call itself then). */
+AUGUR_EXPORT int munmap(void *addr, size_t len)
+{
+	int r = augur_real.munmap ? augur_real.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
+	if (r == 0) {
+		int e = errno;
+		augur_write_unmapped(addr, len);
+		errno = e;
+	}
+	return r;
 }
 
 AUGUR_EXPORT int close(int fd)

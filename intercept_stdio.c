@@ -7,6 +7,7 @@
 #include "intercept_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 /* fopen_flags turns a read-only fopen mode into open(2) flags, or returns
@@ -16,6 +17,22 @@ static int fopen_flags(const char *mode)
 	if (!mode || mode[0] != 'r' || strchr(mode, '+') || strchr(mode, ','))
 		return -1;
 	return O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0);
+}
+
+/* fopen_write opens a stream that may write: a dataset file's writer is
+ * registered before glibc opens it and its descriptor after
+ * (intercept_write.c). */
+static FILE *fopen_write(FILE *(*real)(const char *, const char *), const char *path, const char *mode)
+{
+	char abs[PATH_MAX];
+	int w = augur_write_prepare(AT_FDCWD, path, abs);
+	FILE *f = real(path, mode);
+	if (w >= 0) {
+		int e = errno;
+		augur_write_end(w, f ? fileno_unlocked(f) : -1, abs);
+		errno = e;
+	}
+	return f;
 }
 
 static FILE *fopen_common(FILE *(*real)(const char *, const char *),
@@ -28,13 +45,8 @@ static FILE *fopen_common(FILE *(*real)(const char *, const char *),
 	if (!augur_active() || !path)
 		return real(path, mode);
 	int flags = fopen_flags(mode);
-	if (flags < 0) {
-		if (mode && mode[0] != 'r')
-			augur_invalidate_path(AT_FDCWD, path);
-		else if (mode && strchr(mode, '+'))
-			augur_invalidate_path(AT_FDCWD, path);
-		return real(path, mode);
-	}
+	if (flags < 0)
+		return fopen_write(real, path, mode);
 	if (!augur_is_dataset_file(AT_FDCWD, path))
 		return real(path, mode);
 	int fd = augur_open(AT_FDCWD, path, flags, 0);
@@ -73,8 +85,15 @@ static FILE *freopen_common(FILE *(*real)(const char *, const char *, FILE *),
 	if (!augur_active() || !path)
 		return real(path, mode, stream);
 	if (fopen_flags(mode) < 0) {
-		augur_invalidate_path(AT_FDCWD, path);
-		return real(path, mode, stream);
+		char abs[PATH_MAX];
+		int w = augur_write_prepare(AT_FDCWD, path, abs);
+		FILE *f = real(path, mode, stream);
+		if (w >= 0) {
+			int e = errno;
+			augur_write_end(w, f ? fileno_unlocked(f) : -1, abs);
+			errno = e;
+		}
+		return f;
 	}
 	FILE *f = real(path, mode, stream);
 	if (f)

@@ -25,12 +25,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrHeld: the file may be changing (a process of the job has it open
+// for writing, or changed it while it was copied); no copy was kept.
+var ErrHeld = errors.New("file being written; not copied")
+
+// A Guard says when a file may be copied: the shim's says no while a
+// process of the job may write the file.
+type Guard interface {
+	// Begin reports whether path may be copied now, with a token for Keep.
+	Begin(path string) (token uint64, ok bool)
+	// Keep reports whether a copy of path made since Begin gave token
+	// may stay published.
+	Keep(path string, token uint64) bool
+}
+
 // Result reports one finished copy.
 type Result struct {
-	Path  string
-	Tier  int   // where it was published, if Err is nil
-	Bytes int64 // bytes copied
-	Err   error
+	Path     string
+	Tier     int   // where it was published, if Err is nil
+	Bytes    int64 // bytes copied
+	Err      error
+	TierDown bool // Err took Tier out of service (full or failing) until RetryDown
 }
 
 // queueLen bounds the copies waiting; Fetch refuses beyond it (the file
@@ -46,6 +61,7 @@ type Pool struct {
 	pending map[string]bool // queued or being copied; guarded by mu
 	closed  bool            // guarded by mu
 	watch   func(int)       // told len(pending) whenever it changes; guarded by mu
+	guard   Guard           // nil: every file may be copied; set before the first Fetch
 
 	queue chan job
 	stop  chan struct{}
@@ -59,6 +75,7 @@ type slot struct {
 	reserved int64 // bytes of queued copies
 	full     bool
 	failed   bool
+	down     time.Time     // when it went full or failed
 	writers  chan struct{} // one token per copy thread of the tier
 }
 
@@ -111,8 +128,7 @@ func (p *Pool) FetchTo(path string, size int64, tier int) bool {
 	if p.closed || p.pending[path] || tier < 0 || tier >= len(p.slots) {
 		return false
 	}
-	s := &p.slots[tier]
-	if s.full || s.failed || s.used+s.reserved+size > s.capacity {
+	if !p.slots[tier].usableLocked(size) {
 		return false
 	}
 	return p.placeLocked(job{path: path, size: size}, tier)
@@ -132,7 +148,7 @@ func (p *Pool) Release(tier int, bytes int64) {
 func (p *Pool) placeLocked(j job, from int) bool {
 	for i := from; i < len(p.slots); i++ {
 		s := &p.slots[i]
-		if s.full || s.failed || s.used+s.reserved+j.size > s.capacity {
+		if !s.usableLocked(j.size) {
 			continue
 		}
 		j.tier = i
@@ -148,6 +164,10 @@ func (p *Pool) placeLocked(j job, from int) bool {
 	}
 	return false
 }
+
+// Guard has every copy asked of g first and checked with it after; call
+// it before the first Fetch.
+func (p *Pool) Guard(g Guard) { p.guard = g }
 
 // Watch has f told the number of files queued or being copied now and
 // whenever it changes, under the pool's lock: f must not call the pool.
@@ -189,31 +209,63 @@ func (p *Pool) worker() {
 // copy publishes one file and settles the accounts.
 func (p *Pool) copy(j job) {
 	i := j.tier
-	n, err := p.slots[i].tier.Publish(j.path)
+	tier := p.slots[i].tier
+	n, err := p.publish(tier, j.path)
+	var te *tiering.TierError
+	full := errors.Is(err, unix.ENOSPC)
+	down := full || errors.As(err, &te) && tier.Usable() != nil
 	p.mu.Lock()
 	s := &p.slots[i]
 	s.reserved -= j.size
-	var te *tiering.TierError
 	delete(p.pending, j.path)
 	switch {
 	case err == nil:
 		s.used += n
-	case errors.As(err, &te):
-		if errors.Is(err, unix.ENOSPC) {
-			s.full = true
-		} else {
-			s.failed = true
-		}
+	case down:
+		s.full, s.failed, s.down = full, !full, time.Now()
 		if !p.closed {
 			p.placeLocked(j, i+1)
 		}
 	}
-	// Any other error is the source's: the caller may try again later.
+	// Any other error is the file's: the caller may try again later.
 	p.changedLocked()
 	p.mu.Unlock()
 	if p.done != nil {
-		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err})
+		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down})
 	}
+}
+
+// RetryDown is how long a tier that went full or failed is left alone
+// before copies are tried there again: space may have been freed, a
+// failing disk may have been replaced or remounted.
+const RetryDown = 10 * time.Second
+
+// usableLocked says whether slot s may take a copy of size bytes, giving
+// a tier that went down another chance after RetryDown.
+//
+// Preconditions: p.mu is held.
+func (s *slot) usableLocked(size int64) bool {
+	if (s.full || s.failed) && time.Since(s.down) >= RetryDown {
+		s.full, s.failed = false, false
+	}
+	return !s.full && !s.failed && s.used+s.reserved+size <= s.capacity
+}
+
+// publish copies path into tier, within what the guard allows.
+func (p *Pool) publish(tier *tiering.Tree, path string) (int64, error) {
+	if p.guard == nil {
+		return tier.Publish(path)
+	}
+	token, ok := p.guard.Begin(path)
+	if !ok {
+		return 0, ErrHeld
+	}
+	n, err := tier.Publish(path)
+	if err == nil && !p.guard.Keep(path, token) {
+		tier.Remove(path)
+		return 0, ErrHeld
+	}
+	return n, err
 }
 
 // Pending is the number of files queued or being copied.

@@ -17,6 +17,7 @@ int augur_disabled(void);
 int augur_add_root(const char *path);
 int augur_add_tier(const char *path);
 void augur_set_segment(struct augur_segment *seg, int rank);
+void augur_set_every_open(int on);
 void augur_start(int on);
 */
 import "C"
@@ -92,6 +93,9 @@ func start() bool {
 		if !cCall(func(s *C.char) C.int { return C.augur_add_tier(s) }, t) {
 			log.Error().Msgf("tier path %s too long; not used", t)
 		}
+	}
+	if cfg.Revalidate == 0 {
+		C.augur_set_every_open(1)
 	}
 	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
 	C.augur_start(1)

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -367,6 +368,9 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 	defer c.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	ld := &c.l.seg.s.leader
 	if res.Err != nil {
+		if errors.Is(res.Err, fetchpool.ErrHeld) {
+			addU64(&ld.copies_held, 1)
+		}
 		if c.staged[idx] {
 			delete(c.staged, idx)
 			c.stagedBytes -= c.sizes[idx]

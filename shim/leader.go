@@ -53,8 +53,12 @@ type tierState struct {
 	usage tiering.Usage
 }
 
-// pollInterval is how often the leader reads the ring when it is idle.
-const pollInterval = 5 * time.Millisecond
+// pollInterval is how often the leader reads the ring when it is idle;
+// reapInterval how often it releases the writers of processes that died.
+const (
+	pollInterval = 5 * time.Millisecond
+	reapInterval = 100 * time.Millisecond
+)
 
 // Lead makes this process the job's leader if no live process is:
 // it validates the tiers, marks the segment ready for the data plane and
@@ -73,7 +77,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	l.publishIdentity()
 	l.checkRoots()
 	l.openTiers()
-	seg.publishConfig(cfg.RootForms(), l.ServedTiers()) // the tiers are validated: copies may be served
+	seg.publishConfig(cfg.RootForms(), l.ServedTiers(), cfg.Revalidate == 0) // the tiers are validated: copies may be served
 	switch cfg.Policy {
 	case "reactive":
 		l.react = newReactive(l)
@@ -279,6 +283,8 @@ func (l *Leader) run() {
 	defer close(l.done)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	reap := time.NewTicker(reapInterval)
+	defer reap.Stop()
 	recount := false
 	for {
 		l.ring.poll(1024, func(ev Event) {
@@ -294,6 +300,8 @@ func (l *Leader) run() {
 			l.adopt(p)
 		case d := <-l.dropped:
 			l.forget(d)
+		case <-reap.C:
+			l.seg.releaseDead()
 		case <-tick.C:
 		}
 		if recount {
@@ -367,13 +375,15 @@ func (l *Leader) fallBack(pool *fetchpool.Pool) {
 	l.react = r
 }
 
-// newPool makes the job's copy pool. The copies in flight that augur stat
+// newPool makes the job's copy pool, which copies no file a process of
+// the job may be writing (writeGuard). The copies in flight that augur stat
 // shows are the pool's own count, so that no policy can make it drift
 // (counting up in the reactive policy and down in whichever policy's
 // copy ended took it below zero once a clairvoyant job fell back to the
 // reactive policy with copies queued).
 func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpool.Result)) *fetchpool.Pool {
 	p := fetchpool.New(tiers, used, done)
+	p.Guard(writeGuard{l.seg})
 	p.Watch(func(n int) { setU64(&l.seg.s.leader.inflight, uint64(n)) })
 	return p
 }

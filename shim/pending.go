@@ -17,10 +17,15 @@ import (
 // writes it; the hash is the data plane's (FNV-1a 64 of the path).
 
 func (s *Segment) pendingSlot(path string) (*C.struct_augur_pending, uint64) {
+	sum := pathKey(path)
+	return &s.s.pending[sum&(C.AUGUR_PENDING_SLOTS-1)], sum
+}
+
+// pathKey is the data plane's key of a path: FNV-1a 64 (augur_fnv1a).
+func pathKey(path string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(path))
-	sum := h.Sum64()
-	return &s.s.pending[sum&(C.AUGUR_PENDING_SLOTS-1)], sum
+	return h.Sum64()
 }
 
 // markCopying says a copy of path is being written.

@@ -113,8 +113,11 @@ func (r *reactive) done(res fetchpool.Result) {
 	defer r.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	if res.Err != nil {
 		var te *tiering.TierError
-		if errors.As(res.Err, &te) {
-			r.l.log.Warn().Msgf("tier %s: %v; using the next tier", r.l.cfg.Tiers[res.Tier].Path, te.Err)
+		if errors.Is(res.Err, fetchpool.ErrHeld) {
+			addU64(&ld.copies_held, 1)
+		}
+		if res.TierDown && errors.As(res.Err, &te) {
+			r.l.log.Warn().Msgf("tier %s: %v; using the next tier for %v", r.l.cfg.Tiers[res.Tier].Path, te.Err, fetchpool.RetryDown)
 		} else {
 			r.known.Delete(res.Path) // the source's trouble: retry on a later access
 		}

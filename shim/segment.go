@@ -262,13 +262,18 @@ func setU64(p *C.uint64_t, v uint64) { atomic.StoreUint64((*uint64)(unsafe.Point
 func addU64(p *C.uint64_t, v uint64) { atomic.AddUint64((*uint64)(unsafe.Pointer(p)), v) }
 
 // publishConfig writes the data plane's configuration — every form of
-// every dataset root, the tier paths — for the processes that start
+// every dataset root, the tier paths, whether a copy is compared with
+// its source at every open (revalidate = 0) — for the processes that start
 // while this leader lives: they take it from the segment and never start
 // a Go runtime (intercept.c, attach_leader). Entries that do not fit are
 // left out, as the data plane would refuse them.
-func (s *Segment) publishConfig(roots, tiers []string) {
+func (s *Segment) publishConfig(roots, tiers []string, everyOpen bool) {
 	c := &s.s.config
 	s.unpublishConfig()
+	c.every_open = 0
+	if everyOpen {
+		c.every_open = 1
+	}
 	put := func(dst *[C.AUGUR_CONFIG_PATH]C.char, v string) bool {
 		if len(v) >= len(dst) {
 			return false

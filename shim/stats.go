@@ -37,6 +37,11 @@ type Stats struct {
 	Invalidated   uint64      `json:"invalidated"`
 	TierErrors    uint64      `json:"tier_errors"`
 	Untrusted     uint64      `json:"untrusted_copies"`
+	HeldOpens     uint64      `json:"opens_while_written"`
+	CopiesHeld    uint64      `json:"copies_held"`
+	Writers       uint64      `json:"writers"`
+	WritersLost   uint64      `json:"writers_unregistered"`
+	Revalidated   uint64      `json:"copies_compared_at_open"`
 	RingDropped   uint64      `json:"ring_dropped"`
 	Untracked     uint64      `json:"untracked"`
 	StaleRemoved  uint64      `json:"stale_removed"`
@@ -78,6 +83,11 @@ func (s *Segment) Stats() Stats {
 		Invalidated:   u64(&c.invalidated),
 		TierErrors:    u64(&c.tier_errors),
 		Untrusted:     u64(&c.untrusted),
+		HeldOpens:     u64(&c.held_opens),
+		CopiesHeld:    u64(&l.copies_held),
+		Writers:       u64(&s.s.writes.active),
+		WritersLost:   u64(&s.s.writes.lost),
+		Revalidated:   u64(&c.revalidated),
 		RingDropped:   u64(&c.ring_dropped),
 		Untracked:     u64(&c.untracked),
 		StaleRemoved:  u64(&l.stale_removed),

@@ -179,10 +179,13 @@ func (c *Case) Augur(args ...string) (string, error) {
 
 // AugurRun runs `augur run ARGS` with the case's environment and returns
 // what it printed on stdout and stderr; it fails the test if the command
-// fails.
+// fails, or runs for five minutes (a hang).
 func (c *Case) AugurRun(args ...string) (string, string) {
 	c.T.Helper()
-	cmd := exec.Command(Augur, append([]string{"run"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Augur, append([]string{"run"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second // a child left holding stdout must not hang the test
 	cmd.Env = append(os.Environ(), c.Env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

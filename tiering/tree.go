@@ -125,6 +125,30 @@ func readOnly(dir string) bool {
 	return unix.Statfs(dir, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0
 }
 
+// Usable says whether the tier can take copies now: its directory,
+// tmp/ and files/ open and pass the checks, and a file can be created in
+// tmp/. A copy that failed in the tier asks this before the tier is
+// taken out of service: a source removed mid-copy is no fault of the
+// tier's.
+func (tr *Tree) Usable() error {
+	files, err := tr.dir(filesDir, false)
+	if err != nil {
+		return err
+	}
+	unix.Close(files)
+	tmp, err := tr.dir(tmpDir, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	f, err := createTemp(tmp, tr.Path+"/"+tmpDir)
+	if err != nil {
+		return err
+	}
+	unix.Unlinkat(tmp, filepath.Base(f.Name()), 0)
+	return f.Close()
+}
+
 // Close releases the tier's descriptor.
 func (tr *Tree) Close() error {
 	if tr == nil || tr.fd < 0 {

@@ -99,8 +99,11 @@ func printStats(w io.Writer, st shim.Stats) {
 			st.Predicted, 100*st.Accuracy, state, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
 			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
 	}
-	fmt.Fprintf(w, "write opens %d   copies invalidated %d   stale removed at start %d   tier errors %d   copies refused (not yours) %d\n",
-		st.WriteOpens, st.Invalidated, st.StaleRemoved, st.TierErrors, st.Untrusted)
+	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
+		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
+	fmt.Fprintf(w, "copies invalidated %d   compared with their source at open %d\n", st.Invalidated, st.Revalidated)
+	fmt.Fprintf(w, "stale removed at start %d   tier errors %d   copies refused (not yours) %d\n",
+		st.StaleRemoved, st.TierErrors, st.Untrusted)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
 		st.Events, st.RingDropped, st.Lost, st.Untracked)
 }
