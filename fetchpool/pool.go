@@ -238,7 +238,7 @@ func (p *Pool) copy(j job) {
 // RetryDown is how long a tier that went full or failed is left alone
 // before copies are tried there again: space may have been freed, a
 // failing disk may have been replaced or remounted.
-const RetryDown = 10 * time.Second
+var RetryDown = 10 * time.Second
 
 // usableLocked says whether slot s may take a copy of size bytes, giving
 // a tier that went down another chance after RetryDown.

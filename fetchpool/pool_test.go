@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,5 +198,94 @@ func TestOneQueueInRequestOrder(t *testing.T) {
 	wg.Wait()
 	if _, err := os.Stat(late); err != nil {
 		t.Fatalf("the last copy was not made: %v", err)
+	}
+}
+
+// A copy that fails for a reason of its file's own — a copy path whose
+// directory name is too long for the tier's filesystem, a source
+// directory removed while its files are being copied — leaves the tier in
+// service: the next file is copied there. (Once, a source directory
+// removed mid-copy took the tier out of service for the rest of the job.)
+func TestFileFailuresKeepTheTier(t *testing.T) {
+	_, dir := world(t, 0, 0)
+	long := filepath.Join(dir, "src", strings.Repeat("d", 255), "f")
+	os.MkdirAll(filepath.Dir(long), 0o755)
+	must(t, os.WriteFile(long, []byte("x"), 0o644))
+	var gone []string
+	for i := 0; i < 5; i++ {
+		p := filepath.Join(dir, "doomed", fmt.Sprintf("f%d", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		must(t, os.WriteFile(p, []byte("y"), 0o644))
+		gone = append(gone, p)
+	}
+	later := filepath.Join(dir, "src", "later")
+	must(t, os.WriteFile(later, []byte("z"), 0o644))
+
+	first := tier(t, filepath.Join(dir, "first"), 1<<20)
+	first.Threads = 1
+	next := tier(t, filepath.Join(dir, "next"), 1<<20)
+	results := make(chan Result, 10)
+	held := make(chan struct{})
+	p := New([]*tiering.Tree{first, next}, []int64{0, 0}, func(r Result) {
+		if r.Path == long {
+			<-held // the doomed files wait in the queue meanwhile
+		}
+		results <- r
+	})
+	defer p.Close()
+	p.Fetch(long, 1)
+	for _, g := range gone {
+		p.Fetch(g, 1)
+	}
+	os.RemoveAll(filepath.Join(dir, "doomed"))
+	close(held)
+	for i := 0; i < 6; i++ {
+		r := <-results
+		if r.Err == nil || r.TierDown {
+			t.Errorf("%s: %v, tier down %v; want a failure of the file's own", r.Path, r.Err, r.TierDown)
+		}
+	}
+	p.Fetch(later, 1)
+	if r := <-results; r.Err != nil || r.Tier != 0 {
+		t.Errorf("the next file: tier %d, %v; want it copied into the first tier", r.Tier, r.Err)
+	}
+	if st := p.Tiers()[0]; st.Failed || st.Full {
+		t.Errorf("first tier %+v after failures of files, want it in service", st)
+	}
+}
+
+// A tier that really failed is tried again after RetryDown, and serves
+// again once it is usable.
+func TestFailedTierComesBack(t *testing.T) {
+	files, dir := world(t, 2, 10)
+	saved := RetryDown
+	RetryDown = 50 * time.Millisecond
+	defer func() { RetryDown = saved }()
+	first := tier(t, filepath.Join(dir, "first"), 1<<20)
+	next := tier(t, filepath.Join(dir, "next"), 1<<20)
+	tmp := filepath.Join(first.Path, "tmp")
+	must(t, os.Remove(tmp))
+	results := make(chan Result, 4)
+	p := New([]*tiering.Tree{first, next}, []int64{0, 0}, func(r Result) { results <- r })
+	defer p.Close()
+	p.Fetch(files[0], 10)
+	if r := <-results; !r.TierDown {
+		t.Fatalf("copy into a tier without tmp/: %v, tier down %v; want it down", r.Err, r.TierDown)
+	}
+	if r := <-results; r.Err != nil || r.Tier != 1 {
+		t.Fatalf("the file after the tier failed: tier %d, %v; want the next", r.Tier, r.Err)
+	}
+	must(t, os.Mkdir(tmp, 0o700))
+	time.Sleep(2 * RetryDown)
+	p.Fetch(files[1], 10)
+	if r := <-results; r.Err != nil || r.Tier != 0 {
+		t.Errorf("after the tier was mended: tier %d, %v; want the first again", r.Tier, r.Err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
