@@ -139,6 +139,16 @@ static void resolve_symbols(void)
 	RESOLVE(fxstatat, "__fxstatat");
 	RESOLVE(fxstatat64, "__fxstatat64");
 	RESOLVE(statx, "statx");
+	RESOLVE(fgetxattr, "fgetxattr");
+	RESOLVE(flistxattr, "flistxattr");
+	RESOLVE(fsetxattr, "fsetxattr");
+	RESOLVE(fremovexattr, "fremovexattr");
+	RESOLVE(fchmod, "fchmod");
+	RESOLVE(fchown, "fchown");
+	RESOLVE(fstatfs, "fstatfs");
+	RESOLVE(fstatfs64, "fstatfs64");
+	RESOLVE(fstatvfs, "fstatvfs");
+	RESOLVE(fstatvfs64, "fstatvfs64");
 }
 
 /* self_pid is this process's pid for events, kept without a system call
@@ -1360,6 +1370,40 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
+}
+
+/*
+ * augur_source_of turns the copy a descriptor was served from back into
+ * its source path: the copy's path (from /proc) less "<tier>/files", less
+ * the '@' of each directory (tiering.SourcePath). Only calls that must
+ * reach the original through a descriptor (extended attributes, mode,
+ * owner, the filesystem's statistics) ask, so nothing is kept per open.
+ */
+AUGUR_HIDDEN int augur_source_of(int fd, char *out)
+{
+	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind != FD_FILE || fdtab[fd].tier < 0)
+		return 0;
+	char link[64], cp[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, cp, sizeof(cp) - 1);
+	if (n <= 0)
+		return 0;
+	cp[n] = 0;
+	static const char deleted[] = " (deleted)"; /* the copy was dropped while open */
+	if ((size_t)n > sizeof(deleted) - 1 && strcmp(cp + n - (sizeof(deleted) - 1), deleted) == 0)
+		cp[n - (sizeof(deleted) - 1)] = 0;
+	const char *t = st.tiers[fdtab[fd].tier];
+	size_t tl = strlen(t);
+	if (!tl || strncmp(cp, t, tl) != 0 || strncmp(cp + tl, "/files/", 7) != 0)
+		return 0;
+	size_t o = 0;
+	for (const char *s = cp + tl + 6; *s; s++) { /* from the slash before the first component */
+		if (*s == '@' && (s[1] == '/'))
+			continue;
+		out[o++] = *s;
+	}
+	out[o] = 0;
+	return 1;
 }
 
 /*

@@ -16,6 +16,8 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -92,6 +94,16 @@ struct augur_real {
 	int (*fxstatat)(int, int, const char *, struct stat *, int);
 	int (*fxstatat64)(int, int, const char *, struct stat64 *, int);
 	int (*statx)(int, const char *, int, unsigned int, struct statx *);
+	ssize_t (*fgetxattr)(int, const char *, void *, size_t);
+	ssize_t (*flistxattr)(int, char *, size_t);
+	int (*fsetxattr)(int, const char *, const void *, size_t, int);
+	int (*fremovexattr)(int, const char *);
+	int (*fchmod)(int, mode_t);
+	int (*fchown)(int, uid_t, gid_t);
+	int (*fstatfs)(int, struct statfs *);
+	int (*fstatfs64)(int, struct statfs64 *);
+	int (*fstatvfs)(int, struct statvfs *);
+	int (*fstatvfs64)(int, struct statvfs64 *);
 };
 
 AUGUR_HIDDEN extern struct augur_real augur_real;
@@ -199,6 +211,10 @@ AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
 AUGUR_HIDDEN void augur_write_adopt(void);
 AUGUR_HIDDEN int augur_write_held(const char *abs);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
+
+/* augur_source_of writes into out (PATH_MAX) the source path of a
+ * descriptor served from a tier, and reports whether fd is one. */
+AUGUR_HIDDEN int augur_source_of(int fd, char *out);
 
 /* The original's identity behind a tier descriptor (see intercept.c). */
 AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);

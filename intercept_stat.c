@@ -5,13 +5,16 @@
  * original's identity back (augur_source_ident), so that fstat(fd) and
  * stat(path) name the same file, as programs such as cp check. Calls by
  * path are not redirected and need nothing. Both the current names and
- * the pre-2.33 __fxstat family that older binaries reference are here.
+ * the pre-2.33 __fxstat family that older binaries reference are here,
+ * and the other calls that ask a descriptor about its file's metadata.
  */
 #include "intercept_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 
 /* fix patches a stat buffer of fd (any of the two struct layouts). */
 #define FIX_STAT(r, fd, st)                                            \
@@ -135,4 +138,77 @@ AUGUR_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask
 		sx->stx_ino = ino;
 	}
 	return r;
+}
+
+/*
+ * What a descriptor tells of its file beyond its bytes — extended
+ * attributes, and the mode, owner and filesystem — is the original's. On a
+ * descriptor served from a tier these calls go to the original by its
+ * path: the copy's own attributes are augur's (user.augur.src), and a
+ * change made through it would change the copy, not the file.
+ */
+#define THROUGH_SOURCE(fn, bypath, fd, ...)                    \
+	do {                                                          \
+		char src_[PATH_MAX];                                  \
+		int e_ = errno;                                       \
+		if (augur_source_of((fd), src_)) {                     \
+			errno = e_;                                   \
+			return bypath(src_, __VA_ARGS__);             \
+		}                                                     \
+		errno = e_;                                           \
+		if (!REAL(fn)) {                                      \
+			errno = ENOSYS;                               \
+			return -1;                                    \
+		}                                                     \
+		return augur_real.fn((fd), __VA_ARGS__);              \
+	} while (0)
+
+AUGUR_EXPORT ssize_t fgetxattr(int fd, const char *name, void *value, size_t size)
+{
+	THROUGH_SOURCE(fgetxattr, getxattr, fd, name, value, size);
+}
+
+AUGUR_EXPORT ssize_t flistxattr(int fd, char *list, size_t size)
+{
+	THROUGH_SOURCE(flistxattr, listxattr, fd, list, size);
+}
+
+AUGUR_EXPORT int fsetxattr(int fd, const char *name, const void *value, size_t size, int flags)
+{
+	THROUGH_SOURCE(fsetxattr, setxattr, fd, name, value, size, flags);
+}
+
+AUGUR_EXPORT int fremovexattr(int fd, const char *name)
+{
+	THROUGH_SOURCE(fremovexattr, removexattr, fd, name);
+}
+
+AUGUR_EXPORT int fchmod(int fd, mode_t mode)
+{
+	THROUGH_SOURCE(fchmod, chmod, fd, mode);
+}
+
+AUGUR_EXPORT int fchown(int fd, uid_t owner, gid_t group)
+{
+	THROUGH_SOURCE(fchown, chown, fd, owner, group);
+}
+
+AUGUR_EXPORT int fstatfs(int fd, struct statfs *buf)
+{
+	THROUGH_SOURCE(fstatfs, statfs, fd, buf);
+}
+
+AUGUR_EXPORT int fstatfs64(int fd, struct statfs64 *buf)
+{
+	THROUGH_SOURCE(fstatfs64, statfs64, fd, buf);
+}
+
+AUGUR_EXPORT int fstatvfs(int fd, struct statvfs *buf)
+{
+	THROUGH_SOURCE(fstatvfs, statvfs, fd, buf);
+}
+
+AUGUR_EXPORT int fstatvfs64(int fd, struct statvfs64 *buf)
+{
+	THROUGH_SOURCE(fstatvfs64, statvfs64, fd, buf);
 }

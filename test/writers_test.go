@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,5 +56,34 @@ func TestRevalidateEveryOpen(t *testing.T) {
 	}
 	if obs.Opens(f) == 0 {
 		t.Errorf("the original was not opened")
+	}
+}
+
+// TestMetadataThroughTierDescriptors: what a descriptor says of its file
+// beyond its bytes is the original's, also when the descriptor was
+// served from a tier: extended attributes (once, CPython's test_os listed
+// the copy's own user.augur.src), and mode changes go to the original.
+func TestMetadataThroughTierDescriptors(t *testing.T) {
+	c := NewCase(t)
+	f := c.Write("x/file.bin", []byte("data"))
+	must(t, exec.Command("setfattr", "-n", "user.mine", "-v", "1", f).Run())
+	c.Warm()
+	primeJob(c)
+	obs := Observe(t, c.RAM)
+	r := c.MustRun(time.Minute, Python, "-c", `import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print(sorted(os.listxattr(fd)), os.getxattr(fd, "user.mine"))
+os.setxattr(fd, "user.more", b"2")
+os.chmod(fd, 0o600)
+print(sorted(os.listxattr(sys.argv[1])), oct(os.stat(sys.argv[1]).st_mode & 0o777))
+os.removexattr(fd, "user.more")
+print(sorted(os.listxattr(sys.argv[1])))`, f)
+	obs.Stop()
+	if obs.Opens(c.CopyOf(c.RAM, f)) == 0 {
+		t.Fatal("the descriptor was not served from the tier: the test proves nothing")
+	}
+	want := "['user.mine'] b'1'\n['user.mine', 'user.more'] 0o600\n['user.mine']\n"
+	if r.Stdout != want {
+		t.Errorf("printed\n%s\nwant\n%s", r.Stdout, want)
 	}
 }
