@@ -1071,8 +1071,11 @@ static int trusted_copy(int fd, int t, const char *abs)
 static int fresh_copy(int fd, const char *abs)
 {
 	struct stat c, s;
+	int r;
 	__atomic_fetch_add(&st.seg->counters.revalidated, 1, __ATOMIC_RELAXED);
-	if (augur_real.fstat(fd, &c) == 0 && stat(abs, &s) == 0 && c.st_size == s.st_size &&
+	while ((r = stat(abs, &s)) != 0 && errno == EINTR) /* a signal during a slow metadata request */
+		;
+	if (r == 0 && augur_real.fstat(fd, &c) == 0 && c.st_size == s.st_size &&
 	    c.st_mtim.tv_sec == s.st_mtim.tv_sec && c.st_mtim.tv_nsec == s.st_mtim.tv_nsec)
 		return 1;
 	augur_real.close(fd);
