@@ -1422,7 +1422,7 @@ AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino)
 		return 0;
 	uint64_t v[2];
 	AUGUR_ERRNO_SAVE;
-	ssize_t n = fgetxattr(fd, "user.augur.src", v, sizeof(v));
+	ssize_t n = REAL(fgetxattr) ? augur_real.fgetxattr(fd, "user.augur.src", v, sizeof(v)) : -1;
 	AUGUR_ERRNO_RESTORE;
 	if (n != (ssize_t)sizeof(v))
 		return 0;
