@@ -225,15 +225,17 @@ func TestFileFailuresKeepTheTier(t *testing.T) {
 	first.Threads = 1
 	next := tier(t, filepath.Join(dir, "next"), 1<<20)
 	results := make(chan Result, 10)
-	held := make(chan struct{})
+	holding, held := make(chan struct{}), make(chan struct{})
 	p := New([]*tiering.Tree{first, next}, []int64{0, 0}, func(r Result) {
 		if r.Path == long {
-			<-held // the doomed files wait in the queue meanwhile
+			close(holding)
+			<-held // the first tier's one thread is busy: the doomed files wait for it
 		}
 		results <- r
 	})
 	defer p.Close()
 	p.Fetch(long, 1)
+	<-holding
 	for _, g := range gone {
 		p.Fetch(g, 1)
 	}
