@@ -35,7 +35,6 @@ enum { CFG_PENDING = 0, CFG_ON = 1, CFG_OFF = 2 };
 static struct {
 	int cfg;
 	pid_t pid;
-	int rank;
 	int nroots;
 	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
 	size_t rootlen[AUGUR_MAX_ROOTS];
@@ -326,7 +325,7 @@ static int attach_leader(void)
 	for (uint32_t i = 0; i < c->ntiers; i++)
 		augur_add_tier(memchr(c->tiers[i], 0, AUGUR_CONFIG_PATH) ? c->tiers[i] : "");
 	augur_set_every_open(c->every_open != 0);
-	augur_set_segment(seg, 0);
+	augur_set_segment(seg);
 	augur_start(1);
 	return 1;
 }
@@ -474,10 +473,9 @@ AUGUR_EXPORT int augur_add_tier(const char *path)
 	return 0;
 }
 
-AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank)
+AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg)
 {
 	st.seg = seg;
-	st.rank = rank;
 	if (!seg)
 		return;
 	__atomic_fetch_add(&seg->counters.processes, 1, __ATOMIC_RELAXED);
@@ -805,31 +803,49 @@ static uint64_t now_ns(void)
 }
 
 /*
- * rank_of is the node-local rank of process pid: LOCAL_RANK, SLURM_LOCALID
- * or RANK as the process's environment says now. It is read again in each
- * new process, because ranks are not always exec'd: a launcher may fork
- * them and set the variable in the child (workers forked later inherit
- * it). One cached (pid, rank) pair, packed so it is read atomically.
+ * Ranks. Every launcher leaves the process's global rank in its
+ * environment under a name of its own (torchrun RANK, SLURM SLURM_PROCID,
+ * Open MPI OMPI_COMM_WORLD_RANK, MPICH/Hydra PMI_RANK, PMIx PMIX_RANK),
+ * and most its rank on the node (LOCAL_RANK, SLURM_LOCALID,
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID); torch.multiprocessing.spawn
+ * leaves none, and the leader infers those ranks. They are read again in
+ * each new process, because ranks are not always exec'd: a launcher may
+ * fork them and set the variable in the child (workers forked later
+ * inherit it).
  */
-static int rank_of(pid_t pid)
+static int env_int(const char *const *names)
 {
-	static uint64_t cached; /* pid << 32 | rank + 1 */
-	uint64_t c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-	if (c && (pid_t)(c >> 32) == pid)
-		return (int)(uint32_t)c - 1;
-	int rank = st.rank;
-	const char *names[] = {"LOCAL_RANK", "SLURM_LOCALID", "RANK"};
-	for (int i = 0; i < 3; i++) {
-		const char *v = getenv(names[i]);
+	for (; *names; names++) {
+		const char *v = getenv(*names);
 		char *end;
 		long r = v ? strtol(v, &end, 10) : -1;
-		if (v && *v && !*end && r >= 0 && r < 1 << 20) {
-			rank = (int)r;
-			break;
+		if (v && *v && !*end && r >= 0 && r < 1 << 24)
+			return (int)r;
+	}
+	return -1;
+}
+
+/* ranks_of sets the global and local rank of process pid; one cached set
+ * per process, checked by pid before and after it is read. */
+static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
+{
+	static const char *const globals[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+	static const char *const locals[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL};
+	static pid_t cached_pid;
+	static uint64_t cached; /* global + 1 << 32 | local + 1 */
+	if (__atomic_load_n(&cached_pid, __ATOMIC_ACQUIRE) == pid) {
+		uint64_t c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&cached_pid, __ATOMIC_ACQUIRE) == pid) {
+			*global = (int32_t)(c >> 32) - 1;
+			*local = (int32_t)(uint32_t)c - 1;
+			return;
 		}
 	}
-	__atomic_store_n(&cached, (uint64_t)(uint32_t)pid << 32 | (uint32_t)(rank + 1), __ATOMIC_RELAXED);
-	return rank;
+	*global = env_int(globals);
+	*local = env_int(locals);
+	__atomic_store_n(&cached_pid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&cached, (uint64_t)(uint32_t)(*global + 1) << 32 | (uint32_t)(*local + 1), __ATOMIC_RELEASE);
+	__atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
 }
 
 /* emit appends one event; when the ring is full it drops the event and
@@ -857,7 +873,8 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 	ev->kind = kind;
 	ev->tier = tier;
 	ev->pid = (int32_t)__atomic_load_n(&self_pid, __ATOMIC_RELAXED);
-	ev->rank = rank_of(ev->pid);
+	ranks_of(ev->pid, &ev->rank, &ev->local);
+	ev->origin = (int32_t)st.pid; /* st.pid is set at load: a forked child keeps its parent's */
 	ev->fd = fd;
 	ev->flags = len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0;
 	if (len >= AUGUR_EVENT_PATH)

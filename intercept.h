@@ -17,10 +17,10 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 9
+#define AUGUR_ABI_VERSION 10
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
-#define AUGUR_EVENT_PATH 216
+#define AUGUR_EVENT_PATH 208
 #define AUGUR_PENDING_SLOTS 4096 /* power of two */
 #define AUGUR_MAX_ROOTS 16
 #define AUGUR_WRITER_SLOTS 4096 /* power of two */
@@ -50,7 +50,9 @@ struct augur_event {
 	uint32_t kind;
 	int32_t tier;    /* tier that served it, -1 = the original */
 	int32_t pid;
-	int32_t rank;
+	int32_t rank;    /* the global rank its environment names, -1: none */
+	int32_t local;   /* the node-local rank its environment names, -1: none */
+	int32_t origin;  /* the job's process it was forked from (itself if exec'd) */
 	int32_t fd;
 	uint16_t flags;
 	uint16_t pathlen;

@@ -229,7 +229,7 @@ AUGUR_EXPORT const char *augur_job(void);
 AUGUR_EXPORT int augur_disabled(void);
 AUGUR_EXPORT int augur_add_root(const char *path);
 AUGUR_EXPORT int augur_add_tier(const char *path);
-AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg, int rank);
+AUGUR_EXPORT void augur_set_segment(struct augur_segment *seg);
 AUGUR_EXPORT void augur_start(int on);
 AUGUR_EXPORT void augur_set_every_open(int on);
 

@@ -16,7 +16,7 @@ const char *augur_job(void);
 int augur_disabled(void);
 int augur_add_root(const char *path);
 int augur_add_tier(const char *path);
-void augur_set_segment(struct augur_segment *seg, int rank);
+void augur_set_segment(struct augur_segment *seg);
 void augur_set_every_open(int on);
 void augur_start(int on);
 */
@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -97,7 +96,7 @@ func start() bool {
 	if cfg.Revalidate == 0 {
 		C.augur_set_every_open(1)
 	}
-	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()), C.int(rank()))
+	C.augur_set_segment((*C.struct_augur_segment)(seg.Ptr()))
 	C.augur_start(1)
 	return true
 }
@@ -118,16 +117,6 @@ func cCall(fn func(*C.char) C.int, s string) bool {
 	cs := C.CString(s)
 	defer C.free(unsafe.Pointer(cs))
 	return fn(cs) == 0
-}
-
-// rank is this process's node-local rank, as torchrun or SLURM set it.
-func rank() int {
-	for _, v := range []string{"LOCAL_RANK", "SLURM_LOCALID", "RANK"} {
-		if r, err := strconv.Atoi(os.Getenv(v)); err == nil {
-			return r
-		}
-	}
-	return 0
 }
 
 func main() {}

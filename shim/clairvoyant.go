@@ -156,7 +156,7 @@ func (c *clairvoyant) onOpen(ev Event) {
 		return
 	}
 	idx, known := c.pred.Index(ev.Path)
-	cur := c.cursorOf(ev.Rank)
+	cur := c.cursorOf(ev)
 	matched := known && cur != nil && c.advance(cur, idx)
 	if matched {
 		c.seen[idx] = int32(cur.epoch + 1)
@@ -181,12 +181,34 @@ func (c *clairvoyant) onOpen(ev Event) {
 	}
 }
 
-// cursorOf maps the event's rank (the process's local rank) to a cursor.
-func (c *clairvoyant) cursorOf(local int) *cursor {
-	if local < 0 || local >= len(c.pred.Ranks) {
+// cursorOf is the cursor of the rank an event's process reads as: the
+// global rank its environment names (a cursor made on first sight), else
+// its node-local rank placed on this node by the configuration, else the
+// node's first rank.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) cursorOf(ev Event) *cursor {
+	a := c.l.cfg.Access
+	g := ev.Rank
+	switch {
+	case g >= 0:
+	case ev.Local >= 0:
+		g = a.NodeRank*a.RanksPerNode + ev.Local
+	case len(c.pred.Ranks) > 0:
+		g = c.pred.Ranks[0]
+	}
+	if g < 0 || g >= a.WorldSize {
 		return nil
 	}
-	return c.cursors[c.pred.Ranks[local]]
+	if cur, ok := c.cursors[g]; ok {
+		return cur
+	}
+	if c.pred.AddRank(g) != nil {
+		return nil
+	}
+	cur := &cursor{rank: g, posOf: map[int][]int32{}}
+	c.cursors[g] = cur
+	return cur
 }
 
 // advance moves cur past idx if idx is where the prediction expects it:

@@ -19,6 +19,7 @@ type Prediction struct {
 	Ranks []int    // global ranks on this node, by local rank
 	index map[string]int
 
+	spec     seed.Spec            // the samplers', but for the rank
 	mu       sync.Mutex           // guards samplers and cache
 	samplers map[int]seed.Sampler // by global rank
 	cache    map[[2]int][]int     // (rank, epoch) → order; a few entries
@@ -45,7 +46,9 @@ func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 		return nil, fmt.Errorf("dataset layout %q finds no files under %s", a.Layout, root)
 	}
 	p := &Prediction{Root: root, index: map[string]int{}, samplers: map[int]seed.Sampler{},
-		cache: map[[2]int][]int{}}
+		cache: map[[2]int][]int{}, spec: seed.Spec{Sampler: a.Sampler, Len: len(rel), Seed: cfg.Seed,
+			Replicas: a.WorldSize, NoShuffle: !a.Shuffle, DropLast: a.DropLast,
+			BatchSize: a.BatchSize, Torch: a.Torch, Layout: rel, Root: root}}
 	for i, r := range rel {
 		abs := r
 		if !filepath.IsAbs(r) {
@@ -59,16 +62,27 @@ func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 		if g >= a.WorldSize {
 			break
 		}
-		s, err := seed.New(seed.Spec{Sampler: a.Sampler, Len: len(rel), Seed: cfg.Seed,
-			Replicas: a.WorldSize, Rank: g, NoShuffle: !a.Shuffle, DropLast: a.DropLast,
-			BatchSize: a.BatchSize, Torch: a.Torch, Layout: rel, Root: root})
-		if err != nil {
-			return nil, fmt.Errorf("sampler: %w", err)
+		if err := p.AddRank(g); err != nil {
+			return nil, err
 		}
-		p.Ranks = append(p.Ranks, g)
-		p.samplers[g] = s
 	}
 	return p, nil
+}
+
+// AddRank predicts the order of global rank g too (one the configuration
+// did not place on this node, whose events name it).
+func (p *Prediction) AddRank(g int) error {
+	spec := p.spec
+	spec.Rank = g
+	s, err := seed.New(spec)
+	if err != nil {
+		return fmt.Errorf("sampler: %w", err)
+	}
+	p.mu.Lock()
+	p.samplers[g] = s
+	p.mu.Unlock()
+	p.Ranks = append(p.Ranks, g)
+	return nil
 }
 
 // Order is the sequence of dataset indices rank reads in epoch.

@@ -22,7 +22,9 @@ type Event struct {
 	Kind      int
 	Tier      int // -1: served from the original
 	PID       int
-	Rank      int
+	Rank      int // global rank its environment names, -1: none
+	Local     int // node-local rank its environment names, -1: none
+	Origin    int // the process of the job it was forked from, itself if exec'd
 	FD        int
 	Bytes     uint64 // Close: bytes read through the descriptor
 	Path      string // absolute source path ("" for Close)
@@ -75,6 +77,8 @@ func decode(ev *C.struct_augur_event) Event {
 		Tier:      int(ev.tier),
 		PID:       int(ev.pid),
 		Rank:      int(ev.rank),
+		Local:     int(ev.local),
+		Origin:    int(ev.origin),
 		FD:        int(ev.fd),
 		Bytes:     uint64(ev.bytes),
 		Path:      C.GoStringN((*C.char)(unsafe.Pointer(&ev.path[0])), C.int(ev.pathlen)),
