@@ -1,0 +1,90 @@
+package seed
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// Every directory of the tricky tree listed from one catalog is what the
+// layout functions (checked against torchvision) list of it, and every
+// file's index, lookup and candidates agree.
+func TestCatalogListsAsTheLayouts(t *testing.T) {
+	root := makeTree(t)
+	for _, kind := range []string{LayoutImageFolder, LayoutFiles} {
+		c, err := NewCatalog(root, kind, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rel := range c.byRel {
+			if len(rel) > 40 { // the symlink loop's deep copies: one is enough
+				continue
+			}
+			dir := filepath.Join(root, rel)
+			want, werr := NewLayout(kind, dir, nil)
+			ds, err := c.Dataset(rel)
+			name := fmt.Sprintf("%s %q", kind, rel)
+			if (werr == nil) != (err == nil) {
+				t.Errorf("%s: layout %v, catalog %v", name, werr, err)
+				continue
+			}
+			if err != nil {
+				if !errors.Is(err, ErrLayout) {
+					t.Errorf("%s: %v does not wrap ErrLayout", name, err)
+				}
+				continue
+			}
+			if got := ds.Rels(); !slices.Equal(got, want) {
+				t.Errorf("%s:\n got %q\nwant %q", name, hexAll(got), hexAll(want))
+				continue
+			}
+			for i := 0; i < ds.Len(); i++ {
+				f := ds.File(i)
+				if j, ok := ds.Index(f); !ok || j != i {
+					t.Errorf("%s: Index(File(%d)) = %d, %v", name, i, j, ok)
+				}
+				if g, ok := c.Lookup(c.Path(f)); !ok || g != f {
+					t.Errorf("%s: Lookup(%q) = %d, %v; want %d", name, c.Path(f), g, ok, f)
+				}
+				if !slices.Contains(c.Candidates(f), rel) {
+					t.Errorf("%s: %q not a candidate of its file %q (%q)", name, rel, c.Rel(f), c.Candidates(f))
+				}
+			}
+		}
+	}
+}
+
+// The usual layout: train and val under one root, each an ImageFolder,
+// and the root too (its classes are train and val).
+func TestCatalogTrainAndVal(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"train/n01/a.jpg", "train/n01/b.jpg", "train/n02/c.jpg", "val/n01/d.jpg", "val/n02/e.jpg", "val/n02/f.jpg"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), nil, 0o644)
+	}
+	c, err := NewCatalog(root, LayoutImageFolder, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := c.Lookup(root + "/val/n02/e.jpg")
+	if !ok {
+		t.Fatal("lookup failed")
+	}
+	if got := c.Candidates(f); !slices.Equal(got, []string{"val", ""}) {
+		t.Errorf("candidates %q, want val and the root", got)
+	}
+	for rel, want := range map[string][]string{"train": {"n01/a.jpg", "n01/b.jpg", "n02/c.jpg"},
+		"val": {"n01/d.jpg", "n02/e.jpg", "n02/f.jpg"}, "": {"train/n01/a.jpg", "train/n01/b.jpg", "train/n02/c.jpg",
+			"val/n01/d.jpg", "val/n02/e.jpg", "val/n02/f.jpg"}} {
+		ds, err := c.Dataset(rel)
+		if err != nil || !slices.Equal(ds.Rels(), want) {
+			t.Errorf("Dataset(%q) = %v, %v; want %q", rel, ds.Rels(), err, want)
+		}
+	}
+	if _, err := c.Dataset("train/n01"); !errors.Is(err, ErrLayout) {
+		t.Errorf("a class folder as a dataset: %v, want ErrLayout (no class folder)", err)
+	}
+}
