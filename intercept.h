@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 10
+#define AUGUR_ABI_VERSION 11
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -103,7 +103,7 @@ struct augur_leader {
 	uint64_t accuracy_ppm;  /* expected / observed opens, recent window, x1e6 */
 	uint64_t staged_files;  /* copies staged for one read, in tier 0 */
 	uint64_t staged_bytes;
-	uint64_t fell_back;     /* 1: accesses did not match; reactive now */
+	uint64_t fell_back;     /* 1: no prediction could be made; reactive */
 	uint64_t events;        /* events consumed */
 	uint64_t lost;          /* slots skipped: a producer died mid-write */
 	uint64_t want_closes;   /* 1: the policy reads CLOSE events (clairvoyant:
@@ -111,6 +111,13 @@ struct augur_leader {
 				 * the data plane does not send them */
 	char policy[16];
 	char tiers[AUGUR_MAX_TIERS][256];
+	/* What each stream (rank) of the clairvoyant policy was found to
+	 * read: JSON, streams_len bytes packed into words, written under a
+	 * sequence lock (streams_gen odd while it is being written). Only
+	 * the leader writes it and only `augur stat` reads it. */
+	uint64_t streams_gen;
+	uint64_t streams_len;
+	uint64_t streams[4096];
 };
 
 /*

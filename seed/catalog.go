@@ -30,6 +30,7 @@ type Catalog struct {
 	names  []byte   // file names back to back
 	nameAt []uint32 // file f's name is names[nameAt[f]:nameAt[f+1]]
 	byRel  map[string]int32
+	list   []FileID // ListCatalog: the root dataset's order
 }
 
 // cdir is one directory of a walk, as os.walk(followlinks=True) reaches
@@ -70,6 +71,56 @@ func NewCatalog(root, kind string, listed func(n int)) (*Catalog, error) {
 		return nil, err
 	}
 	return build(root, kind, walked), nil
+}
+
+// ListCatalog is the catalog of the files an explicit list names
+// (FileList: paths relative to root, or absolute under it), whose only
+// dataset is the root, in the list's order.
+func ListCatalog(root string, rels []string) *Catalog {
+	byDir := map[string]*walked{}
+	var dirs []string
+	for _, r := range rels {
+		r = strings.TrimPrefix(r, root+"/")
+		d := parentRel(r)
+		for p := d; ; p = parentRel(p) { // the directories above, for the tree
+			if byDir[p] == nil {
+				byDir[p] = &walked{rel: p}
+				dirs = append(dirs, p)
+			}
+			if p == "" {
+				break
+			}
+		}
+		w := byDir[d]
+		w.files = append(w.files, r[strings.LastIndexByte(r, '/')+1:])
+	}
+	slices.SortFunc(dirs, func(a, b string) int { // the root first, parents before children
+		if c := strings.Count(a, "/") - strings.Count(b, "/"); a != "" && b != "" && c != 0 {
+			return c
+		}
+		return pyCompare(a, b)
+	})
+	ws := make([]walked, 0, len(dirs))
+	for _, d := range dirs {
+		w := byDir[d]
+		slices.SortFunc(w.files, pyCompare)
+		w.files = slices.Compact(w.files)
+		if d != "" {
+			p := byDir[parentRel(d)]
+			p.subs = append(p.subs, d[strings.LastIndexByte(d, '/')+1:])
+		}
+		ws = append(ws, *w)
+	}
+	for i := range ws {
+		ws[i].subs = byDir[ws[i].rel].subs
+	}
+	c := build(root, LayoutListPrefix, ws)
+	for _, r := range rels {
+		if f, ok := c.Lookup(root + "/" + strings.TrimPrefix(r, root+"/")); ok {
+			c.list = append(c.list, f)
+		}
+	}
+	return c
 }
 
 // walked is one directory as the walk saw it.
@@ -252,6 +303,9 @@ func (c *Catalog) Lookup(path string) (FileID, bool) {
 // lies in a class folder of (its directory's ancestors); for SortedFiles,
 // its directory and its ancestors. Nearest first.
 func (c *Catalog) Candidates(f FileID) []string {
+	if c.list != nil {
+		return []string{""}
+	}
 	d := c.dirOf(f)
 	if c.kind == LayoutImageFolder {
 		d = c.dirs[d].parent
@@ -290,6 +344,19 @@ func (c *Catalog) Dataset(rel string) (*Dataset, error) {
 		return nil, fmt.Errorf("%w: %s/%s is not a directory of the walk", ErrLayout, c.Root, rel)
 	}
 	ds := &Dataset{Dir: rel, cat: c}
+	if c.list != nil {
+		if rel != "" {
+			return nil, fmt.Errorf("%w: a file list is one dataset, its root's", ErrLayout)
+		}
+		ds.order, ds.n = c.list, len(c.list)
+		ds.index = make(map[FileID]int32, ds.n)
+		for i, f := range ds.order {
+			if _, dup := ds.index[f]; !dup {
+				ds.index[f] = int32(i)
+			}
+		}
+		return ds, nil
+	}
 	if c.kind == LayoutFiles {
 		for _, d := range c.subtree(top) {
 			for i := int32(0); i < c.dirs[d].count; i++ {

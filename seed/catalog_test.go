@@ -88,3 +88,24 @@ func TestCatalogTrainAndVal(t *testing.T) {
 		t.Errorf("a class folder as a dataset: %v, want ErrLayout (no class folder)", err)
 	}
 }
+
+// A file list is one dataset, in the list's order.
+func TestListCatalog(t *testing.T) {
+	rels := []string{"b/z.bin", "a.bin", "/data/b/y/x.bin", "b/a.bin"}
+	c := ListCatalog("/data", rels)
+	ds, err := c.Dataset("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b/z.bin", "a.bin", "b/y/x.bin", "b/a.bin"}
+	if got := ds.Rels(); !slices.Equal(got, want) {
+		t.Errorf("list dataset %q, want %q", got, want)
+	}
+	f, ok := c.Lookup("/data/b/y/x.bin")
+	if i, in := ds.Index(f); !ok || !in || i != 2 || !slices.Equal(c.Candidates(f), []string{""}) {
+		t.Errorf("lookup %v, index %d %v, candidates %q", ok, i, in, c.Candidates(f))
+	}
+	if _, err := c.Dataset("b"); !errors.Is(err, ErrLayout) {
+		t.Errorf("a directory of a list: %v, want ErrLayout", err)
+	}
+}

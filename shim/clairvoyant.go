@@ -3,65 +3,99 @@ package shim
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
 	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/tiering"
 )
 
-// clairvoyant is NoPFS's policy. The seed fixes every rank's access
-// order, so the leader places the files this node reads most often in its
-// fastest tiers, then prefetches in exactly the order of access, ahead of
-// each rank's cursor (learned from the event ring): files assigned to a
-// tier stay; others are staged in tier 0 within a byte budget and dropped
-// once read. When the accesses stop matching the prediction it says so
-// once and falls back to the reactive policy.
+// clairvoyant is NoPFS's policy, with the access order learned from the
+// job rather than told. The seed fixes every rank's order; the leader
+// places the files this node reads most often in its fastest tiers and
+// prefetches in exactly the order of access, ahead of each rank's cursor:
+// files assigned to a tier stay, others are staged in tier 0 within a
+// byte budget and dropped once read.
+//
+// A cursor is one rank's place in one dataset's order. The configuration
+// gives the first ones (the dataset root as the layout lists it, the
+// configured sampler, this node's ranks), so prefetching starts before
+// the first read. Each process's opens (a stream: the global rank its
+// launcher named, else the process its readers were forked from) then
+// follow a cursor that matches them, or, when none does, are kept and
+// handed to seed.Infer, which finds the dataset directory (learn.go),
+// seed, epoch, world size and rank that explain them: a new cursor. A
+// stream whose opens stop matching its cursor (a restart, an evaluation
+// pass, another epoch) is learned again. What no cursor predicts is
+// copied on first read, as the reactive policy does.
 type clairvoyant struct {
-	l      *Leader
-	pred   *Prediction
-	pool   *fetchpool.Pool
-	stage  int64         // staging budget in tier 0
-	window int           // how far from the cursor an access still counts as predicted
-	epochs int           // 0: unbounded
-	quit   chan struct{} // closed by close: stops the stat workers
+	l       *Leader
+	pred    *Prediction // the configuration's; pred.Cat is the root's walk
+	cat     *seed.Catalog
+	pool    *fetchpool.Pool
+	react   *reactive // what no cursor predicts; shares the pool
+	stage   int64     // staging budget in tier 0
+	caps    []int64   // the tiers' capacities, less the staging budget
+	horizon int       // epochs placement looks ahead
+	epochs  int       // 0: unbounded
+	quit    chan struct{}
+	learn   chan learnReq // to the inference worker
 
 	mu          sync.Mutex // guards everything below
-	sizes       []int64    // per file; unknownSize until stat'ed
-	place       *placer    // settles as the sizes arrive
-	cursors     map[int]*cursor
-	where       []int8         // per file: tier holding a copy, -1 none
-	seen        []int32        // per file: 1 + the last epoch a rank opened it in, 0 never
-	pending     map[int]bool   // files being fetched
-	staged      map[int]bool   // staged copies (read once, then dropped)
-	stagedBytes int64          // staged and being staged
-	opens       map[[2]int]int // (pid, fd) → file index, until close
-	recent      [256]bool      // recent accesses: matched the prediction?
-	nRecent     int
-	fellBack    bool
+	sizes       []int64    // per catalog file; unknownSize until stat'ed
+	where       []int8     // per file: tier holding a copy, -1 none
+	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
+	pending     map[seed.FileID]bool
+	staged      map[seed.FileID]bool // staged copies (read once, then dropped)
+	stagedBytes int64                // staged and being staged
+	opens       map[[2]int]seed.FileID
+	datasets    map[string]*seed.Dataset // candidates listed so far; nil: not a dataset
+	cursors     []*cursor
+	streams     map[streamID]*stream
+	place       *placer // over the cursors' reads, by catalog file; rebuilt when they change
+	measuring   bool
+	acc         hits            // of all opens of dataset files
+	warned      map[string]bool // directories whose streams nothing explained, said once
+	// streamsChanged: augur stat's stream table is out of date.
+	streamsChanged bool
 }
 
-// cursor is one rank's position in its predicted sequence.
+// cursor is one rank's position in one dataset's predicted sequence.
 type cursor struct {
-	rank       int
+	ds         *seed.Dataset
+	key        cursorKey
+	sampler    seed.Sampler
 	epoch, pos int // next expected access
 	aEpoch     int // prefetch pointer: next file to consider
 	aPos       int
 	synced     bool
-	posOf      map[int][]int32 // epoch → position of each file (-1: not read)
+	window     int             // how far out of order its readers open; learned
+	orders     map[int][]int   // epoch → order (dataset indices); two kept
+	posOf      map[int][]int32 // epoch → position of each dataset index (-1: not read)
+	learned    bool            // from the job's opens, not the configuration
+	found      seed.Found      // what was learned
+}
+
+// cursorKey says which sampler and rank a cursor follows.
+type cursorKey struct {
+	dir      string
+	shuffle  bool
+	seed     int64
+	replicas int
+	rank     int
 }
 
 const (
-	maxPending  = 256 // copies queued at once
-	fallbackAt  = 128 // accesses observed before judging the prediction
-	minAccuracy = 0.5
+	maxPending = 256 // copies queued at once
+	minWindow  = 64  // the window of a cursor whose readers were not seen yet
 )
 
-// planClairvoyant predicts the accesses; start then stats the files,
-// places them in tiers of capacities caps as their sizes arrive, and
-// prefetches what is placed. It touches nothing of l but its
-// configuration and segment, so it may run beside l's run goroutine.
+// planClairvoyant walks the dataset and prepares the cursors the
+// configuration describes; start then stats the files, places them in
+// tiers of capacities caps as their sizes arrive, and prefetches what is
+// placed. It touches nothing of l but its configuration and segment, so
+// it may run beside l's run goroutine.
 func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	pred, err := Predict(l.cfg, nil)
 	if err != nil {
@@ -69,65 +103,103 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	}
 	a := l.cfg.Access
 	stage, horizon := placeParams(a, caps)
-	c := &clairvoyant{l: l, pred: pred, stage: stage, epochs: a.Epochs, quit: make(chan struct{}),
-		sizes: make([]int64, len(pred.Files)), place: pred.placer(horizon, caps),
-		where: make([]int8, len(pred.Files)), seen: make([]int32, len(pred.Files)), cursors: map[int]*cursor{},
-		pending: map[int]bool{}, staged: map[int]bool{}, opens: map[[2]int]int{}}
-	c.window = 64 + 4*max(a.BatchSize, 1)
+	n := pred.Cat.NumFiles()
+	c := &clairvoyant{l: l, pred: pred, cat: pred.Cat, stage: stage, caps: caps, horizon: horizon,
+		epochs: a.Epochs, quit: make(chan struct{}), learn: make(chan learnReq, 64),
+		sizes: make([]int64, n), where: make([]int8, n), seen: make([]int32, n),
+		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]bool{}, opens: map[[2]int]seed.FileID{},
+		datasets: map[string]*seed.Dataset{}, streams: map[streamID]*stream{}, warned: map[string]bool{}}
 	for i := range c.sizes {
 		c.sizes[i], c.where[i] = unknownSize, -1
 	}
-	for _, r := range pred.Ranks {
-		c.cursors[r] = &cursor{rank: r, posOf: map[int][]int32{}}
+	if pred.DS != nil {
+		c.datasets[""] = pred.DS
+		if a.Sampler == seed.KindDistributed {
+			for _, r := range pred.Ranks {
+				c.addCursor(pred.DS, seed.Found{Seed: l.cfg.Seed, Shuffle: a.Shuffle,
+					Replicas: a.WorldSize, Rank: r}, false)
+			}
+		} else {
+			for _, r := range pred.Ranks { // told samplers that cannot be learned
+				c.cursors = append(c.cursors, c.toldCursor(r))
+			}
+		}
 	}
-	setU64(&l.seg.s.leader.predicted, uint64(len(pred.Files)))
+	setU64(&l.seg.s.leader.predicted, uint64(n))
 	return c, nil
 }
 
-// start prefetches through pool, whose copies must end in c.done, as the
-// files' sizes arrive. Files are stat'ed in placement order (for a
-// dataset read once per epoch, the order of first access), so
-// prefetching starts after the first few stats, not after a million.
-func (c *clairvoyant) start(pool *fetchpool.Pool) {
-	c.mu.Lock()
-	c.pool = pool
-	c.mu.Unlock()
-	order := slices.Clone(c.place.ranking) // then the files read only after the horizon
-	for i, k := range c.place.pos {
-		if k < 0 {
-			order = append(order, i)
+// toldCursor follows a configured sampler other than a DistributedSampler
+// (random, numpy, an order file): it is taken as told.
+func (c *clairvoyant) toldCursor(rank int) *cursor {
+	cur := newCursor(c.pred.DS, cursorKey{rank: rank}, nil)
+	cur.sampler = samplerFunc(func(e int) []int { return c.pred.Order(rank, e) })
+	return cur
+}
+
+// samplerFunc is a Sampler of a function.
+type samplerFunc func(int) []int
+
+func (f samplerFunc) Epoch(e int) []int { return f(e) }
+
+func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler) *cursor {
+	return &cursor{ds: ds, key: key, sampler: s, window: minWindow,
+		orders: map[int][]int{}, posOf: map[int][]int32{}}
+}
+
+// addCursor makes (or finds) the cursor of a DistributedSampler found in
+// dataset ds, placed after the indices it explained when learned, and
+// replans.
+//
+// Preconditions: c.mu is held, or c is not started.
+func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *cursor {
+	key := cursorKey{ds.Dir, f.Shuffle, f.Seed, f.Replicas, f.Rank}
+	if !f.Shuffle {
+		key.seed = 0
+	}
+	for _, cur := range c.cursors {
+		if cur.key == key {
+			if learned && (f.Epoch != cur.epoch || f.Last+1 < cur.pos-cur.window || f.Last+1 > cur.pos+cur.window) {
+				cur.epoch, cur.pos = f.Epoch, f.Last+1 // a restart, or a jump: where the stream is now
+			}
+			return cur
 		}
 	}
-	go c.pred.measure(order, c.quit, c.measured)
+	s, err := seed.New(seed.Spec{Sampler: seed.KindDistributed, Len: ds.Len(), Seed: f.Seed,
+		Replicas: f.Replicas, Rank: f.Rank, NoShuffle: !f.Shuffle, DropLast: c.l.cfg.Access.DropLast,
+		Torch: c.l.cfg.Access.Torch})
+	if err != nil {
+		return nil
+	}
+	cur := newCursor(ds, key, s)
+	cur.learned, cur.found = learned, f
+	if learned {
+		cur.epoch, cur.pos, cur.synced = f.Epoch, f.Last+1, true
+		cur.aEpoch, cur.aPos = cur.epoch, cur.pos
+		cur.window = max(minWindow, 2*(f.Last-f.First+1))
+	}
+	c.cursors = append(c.cursors, cur)
+	c.replan()
+	return cur
 }
 
-// measured records the size of file i and whether a tier already holds
-// it, and prefetches what that settles. It runs on a stat worker.
-func (c *clairvoyant) measured(i int, size int64) {
-	t := -1
-	if size >= 0 {
-		t = tiering.LookupPath(c.l.open, c.pred.Files[i])
+// order is the sequence of dataset indices cur's rank reads in epoch.
+func (cur *cursor) order(epoch int) []int {
+	if o, ok := cur.orders[epoch]; ok {
+		return o
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sizes[i], c.where[i] = size, int8(t)
-	if (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) && !c.fellBack {
-		c.pumpAll()
+	for e := range cur.orders {
+		if e < epoch-1 || e > epoch+1 {
+			delete(cur.orders, e)
+		}
 	}
+	o := cur.sampler.Epoch(epoch)
+	cur.orders[epoch] = o
+	return o
 }
 
-// settled reports whether file i's size and place are known.
-//
-// Preconditions: c.mu is held.
-func (c *clairvoyant) settled(i int) bool {
-	if k := c.place.pos[i]; k >= 0 {
-		return k < c.place.next
-	}
-	return c.sizes[i] != unknownSize
-}
-
-// positions returns where each file sits in rank's order of epoch.
-func (c *clairvoyant) positions(cur *cursor, epoch int) []int32 {
+// positions returns where each dataset index sits in cur's order of epoch.
+func (cur *cursor) positions(epoch int) []int32 {
 	if p, ok := cur.posOf[epoch]; ok {
 		return p
 	}
@@ -136,98 +208,216 @@ func (c *clairvoyant) positions(cur *cursor, epoch int) []int32 {
 			delete(cur.posOf, e)
 		}
 	}
-	p := make([]int32, len(c.pred.Files))
+	p := make([]int32, cur.ds.Len())
 	for i := range p {
 		p[i] = -1
 	}
-	for pos, idx := range c.pred.Order(cur.rank, epoch) {
+	for pos, idx := range cur.order(epoch) {
 		p[idx] = int32(pos)
 	}
 	cur.posOf[epoch] = p
 	return p
 }
 
-// onOpen matches an open with the prediction, counts it, and prefetches
-// further.
-func (c *clairvoyant) onOpen(ev Event) {
+// start prefetches through pool, whose copies must end in c.done.
+func (c *clairvoyant) start(pool *fetchpool.Pool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fellBack {
+	c.pool = pool
+	c.react = reactiveWith(c.l)
+	c.react.pool = pool
+	c.startMeasuring()
+	c.mu.Unlock()
+	go c.inferrer()
+}
+
+// startMeasuring stats every file of the catalog, those placement ranks
+// first (for a dataset read once per epoch, in order of first access), so
+// that prefetching starts after the first stats, not after a million. It
+// starts once there is a placement.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) startMeasuring() {
+	if c.measuring || c.place == nil || c.pool == nil {
 		return
 	}
-	idx, known := c.pred.Index(ev.Path)
-	cur := c.cursorOf(ev)
-	matched := known && cur != nil && c.advance(cur, idx)
-	if matched {
-		c.seen[idx] = int32(cur.epoch + 1)
+	c.measuring = true
+	order := slices.Clone(c.place.ranking)
+	for i, k := range c.place.pos {
+		if k < 0 {
+			order = append(order, i)
+		}
 	}
-	ld := &c.l.seg.s.leader
-	switch {
-	case !matched:
-		addU64(&ld.unpredicted, 1)
-	case ev.Tier >= 0:
-		addU64(&ld.pred_hits, 1)
-	case c.pending[idx]:
-		addU64(&ld.pred_late, 1)
-	default:
-		addU64(&ld.pred_misses, 1)
+	go measure(func(i int) string { return c.cat.Path(seed.FileID(i)) }, order, c.quit, c.measured)
+}
+
+// measured records the size of file i and whether a tier already holds
+// it, and prefetches what that settles. It runs on a stat worker.
+func (c *clairvoyant) measured(i int, size int64) {
+	t := -1
+	if size >= 0 {
+		t = tiering.LookupPath(c.l.open, c.cat.Path(seed.FileID(i)))
 	}
-	if known {
-		c.opens[[2]int{ev.PID, ev.FD}] = idx
-	}
-	c.judge(matched)
-	if !c.fellBack {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sizes[i], c.where[i] = size, int8(t)
+	if c.place != nil && (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) {
 		c.pumpAll()
 	}
 }
 
-// cursorOf is the cursor of the rank an event's process reads as: the
-// global rank its environment names (a cursor made on first sight), else
-// its node-local rank placed on this node by the configuration, else the
-// node's first rank.
+// replan ranks the files by how often the cursors' ranks read them over
+// the horizon and places them (as far as their sizes are known).
+//
+// Preconditions: c.mu is held, or c is not started.
+func (c *clairvoyant) replan() {
+	caps := slices.Clone(c.caps)
+	c.place = newPlacer(c.cat.NumFiles(), caps, func(yield func(int, []int)) {
+		for e := 0; e < c.horizon; e++ {
+			for _, cur := range c.cursors {
+				if c.epochs > 0 && cur.epoch+e >= c.epochs {
+					continue
+				}
+				o := cur.order(cur.epoch + e)
+				files := make([]int, len(o))
+				for k, idx := range o {
+					files[k] = int(cur.ds.File(idx))
+				}
+				yield(e, files)
+			}
+		}
+	})
+	c.place.advance(c.sizes)
+	c.startMeasuring()
+}
+
+// settled reports whether file f's size and place are known.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) cursorOf(ev Event) *cursor {
-	a := c.l.cfg.Access
-	g := ev.Rank
+func (c *clairvoyant) settled(f seed.FileID) bool {
+	if k := c.place.pos[f]; k >= 0 {
+		return k < c.place.next
+	}
+	return c.sizes[f] != unknownSize
+}
+
+// onOpen matches an open with the cursors, counts it, learns from it, and
+// prefetches further.
+func (c *clairvoyant) onOpen(ev Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, known := c.cat.Lookup(ev.Path)
+	ld := &c.l.seg.s.leader
+	if !known {
+		addU64(&ld.unpredicted, 1)
+		c.react.onOpen(ev)
+		return
+	}
+	st := c.stream(ev)
+	cur := c.follow(st, f)
 	switch {
-	case g >= 0:
-	case ev.Local >= 0:
-		g = a.NodeRank*a.RanksPerNode + ev.Local
-	case len(c.pred.Ranks) > 0:
-		g = c.pred.Ranks[0]
+	case cur == nil:
+		addU64(&ld.unpredicted, 1)
+		c.learnFrom(st, f)
+		c.react.onOpen(ev)
+	case ev.Tier >= 0:
+		addU64(&ld.pred_hits, 1)
+	case c.pending[f]:
+		addU64(&ld.pred_late, 1)
+	default:
+		addU64(&ld.pred_misses, 1)
 	}
-	if g < 0 || g >= a.WorldSize {
+	if cur != nil {
+		c.seen[f] = int32(cur.epoch + 1)
+	}
+	c.opens[[2]int{ev.PID, ev.FD}] = f
+	c.acc.add(cur != nil)
+	setU64(&ld.accuracy_ppm, uint64(1e6*c.acc.rate()))
+	c.streamsChanged = true
+	c.pumpAll()
+}
+
+// follow moves the cursor stream st follows in f's dataset past f, if f
+// is where its order expects it; else it tries the other cursors of that
+// dataset (a stream's first opens, or a worker of its own stream) and
+// follows the one that expects f. It returns the cursor, or nil.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) follow(st *stream, f seed.FileID) *cursor {
+	for _, tr := range st.by {
+		cur := tr.cur
+		if cur == nil {
+			continue
+		}
+		idx, in := cur.ds.Index(f)
+		if !in {
+			continue
+		}
+		if c.advance(cur, idx, tr.trusted()) {
+			tr.hit()
+			return cur
+		}
+		if tr.miss() { // lost it: learn again
+			tr.cur = nil
+			tr.why = fmt.Sprintf("its opens left the order it followed (%s); learning again", cur.describe())
+			c.l.log.Info().Msgf("%s: %s", st.id, tr.why)
+			c.streamsChanged = true
+			c.dropUnfollowed()
+		}
 		return nil
 	}
-	if cur, ok := c.cursors[g]; ok {
-		return cur
+	for _, cur := range c.cursors {
+		if tr := st.by[cur.ds.Dir]; tr != nil && (tr.cur != nil || tr.distrusted()) {
+			continue
+		}
+		if idx, in := cur.ds.Index(f); in && c.expects(cur, idx) && c.advance(cur, idx, false) {
+			tr := st.track(cur.ds.Dir)
+			tr.cur, tr.why, tr.misses = cur, "", 0
+			tr.hit()
+			c.streamsChanged = true
+			return cur
+		}
 	}
-	if c.pred.AddRank(g) != nil {
-		return nil
+	return nil
+}
+
+// expects says whether cur's order has idx near its position (or
+// anywhere, before it is synced).
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) expects(cur *cursor, idx int) bool {
+	if p := int(cur.positions(cur.epoch)[idx]); p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
+		return true
 	}
-	cur := &cursor{rank: g, posOf: map[int][]int32{}}
-	c.cursors[g] = cur
-	return cur
+	n := len(cur.order(cur.epoch))
+	if cur.pos >= n-cur.window || !cur.synced {
+		p := int(cur.positions(cur.epoch + 1)[idx])
+		return p >= 0 && (!cur.synced || p <= cur.window)
+	}
+	return false
 }
 
 // advance moves cur past idx if idx is where the prediction expects it:
 // near the cursor in this epoch or at the start of the next. Workers
-// open a few batches out of order, hence the window. Before the first
-// match (the job may have started before the prediction was ready) any
-// position counts.
+// open a few batches out of order, hence the window, which grows to what
+// the readers are seen to do when grow says the stream has followed the
+// cursor well (else a wrong order's chance matches would widen it until
+// anything matched). Before the first match (the job may have started
+// before the prediction was ready) any position counts.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) advance(cur *cursor, idx int) bool {
-	n := len(c.pred.Order(cur.rank, cur.epoch))
-	if p := int(c.positions(cur, cur.epoch)[idx]); p >= 0 &&
-		(!cur.synced || (p >= cur.pos-c.window && p <= cur.pos+c.window)) {
+func (c *clairvoyant) advance(cur *cursor, idx int, grow bool) bool {
+	n := len(cur.order(cur.epoch))
+	if p := int(cur.positions(cur.epoch)[idx]); p >= 0 &&
+		(!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
+		if cur.synced && grow {
+			cur.window = max(cur.window, 2*abs(cur.pos-p))
+		}
 		cur.pos = max(cur.pos, p+1)
 		cur.synced = true
 		return true
 	}
-	if cur.pos >= n-c.window || !cur.synced {
-		if p := int(c.positions(cur, cur.epoch+1)[idx]); p >= 0 && (!cur.synced || p <= c.window) {
+	if cur.pos >= n-cur.window || !cur.synced {
+		if p := int(cur.positions(cur.epoch + 1)[idx]); p >= 0 && (!cur.synced || p <= cur.window) {
 			cur.epoch, cur.pos, cur.synced = cur.epoch+1, p+1, true
 			return true
 		}
@@ -235,54 +425,61 @@ func (c *clairvoyant) advance(cur *cursor, idx int) bool {
 	return false
 }
 
-// judge keeps the recent accuracy and falls back to the reactive policy
-// when the prediction is mostly wrong.
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// dropUnfollowed removes the learned cursors no stream follows any more,
+// and replans without them.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) judge(matched bool) {
-	c.recent[c.nRecent%len(c.recent)] = matched
-	c.nRecent++
-	n := min(c.nRecent, len(c.recent))
-	good := 0
-	for _, m := range c.recent[:n] {
-		if m {
-			good++
+func (c *clairvoyant) dropUnfollowed() {
+	followed := map[*cursor]bool{}
+	for _, st := range c.streams {
+		for _, tr := range st.by {
+			followed[tr.cur] = true
 		}
 	}
-	acc := float64(good) / float64(n)
-	setU64(&c.l.seg.s.leader.accuracy_ppm, uint64(acc*1e6))
-	if c.nRecent >= fallbackAt && acc < minAccuracy {
-		c.fellBack = true
-		setU64(&c.l.seg.s.leader.fell_back, 1)
-		fmt.Fprintf(os.Stderr, "augur: the accesses do not match the predicted order "+
-			"(%.0f%% of the last %d opens expected): another seed or sampler? "+
-			"falling back to the reactive policy\n", 100*acc, n)
-		c.l.fallBack(c.pool)
+	kept := c.cursors[:0]
+	for _, cur := range c.cursors {
+		if !cur.learned || followed[cur] {
+			kept = append(kept, cur)
+		}
+	}
+	if len(kept) != len(c.cursors) {
+		c.cursors = kept
+		c.replan()
 	}
 }
 
-// pumpAll queues the next files of every rank, always the one of the
-// rank whose prefetch is least ahead of its reads: the ranks read in
+// pumpAll queues the next files of every cursor, always the one of the
+// cursor whose prefetch is least ahead of its reads: the ranks read in
 // step, so the files needed soonest go first, and no rank is starved
 // when only one copy at a time may be added.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpAll() {
-	blocked := make([]bool, len(c.pred.Ranks))
+	if c.pool == nil || c.place == nil {
+		return
+	}
+	blocked := make([]bool, len(c.cursors))
 	for len(c.pending) < maxPending {
 		best, bestLead := -1, 0
-		for i, r := range c.pred.Ranks {
+		for i, cur := range c.cursors {
 			if blocked[i] {
 				continue
 			}
-			if l := c.lead(c.cursors[r]); best < 0 || l < bestLead {
+			if l := c.lead(cur); best < 0 || l < bestLead {
 				best, bestLead = i, l
 			}
 		}
 		if best < 0 {
 			return
 		}
-		blocked[best] = !c.pumpOne(c.cursors[c.pred.Ranks[best]])
+		blocked[best] = !c.pumpOne(c.cursors[best])
 	}
 }
 
@@ -294,20 +491,20 @@ func (c *clairvoyant) pumpAll() {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) lead(cur *cursor) int {
-	if from := max(cur.pos-c.window, 0); cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < from) {
+	if from := max(cur.pos-cur.window, 0); cur.aEpoch < cur.epoch || (cur.aEpoch == cur.epoch && cur.aPos < from) {
 		cur.aEpoch, cur.aPos = cur.epoch, from
 	}
 	lead := cur.aPos - cur.pos
 	for e := cur.epoch; e < cur.aEpoch; e++ {
-		lead += len(c.pred.Order(cur.rank, e))
+		lead += len(cur.order(e))
 	}
 	return lead
 }
 
-// pumpOne queues the next file of rank's access order that needs a copy,
-// from its prefetch pointer, if the pointer is within the lookahead and
-// (for a file no tier keeps) the staging budget has room. It reports
-// whether it queued one.
+// pumpOne queues the next file of cur's order that needs a copy, from
+// its prefetch pointer, if the pointer is within the lookahead and (for a
+// file no tier keeps) the staging budget has room. It reports whether it
+// queued one.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpOne(cur *cursor) bool {
@@ -316,7 +513,7 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 		if c.epochs > 0 && cur.aEpoch >= c.epochs {
 			return false
 		}
-		order := c.pred.Order(cur.rank, cur.aEpoch)
+		order := cur.order(cur.aEpoch)
 		if cur.aPos >= len(order) {
 			cur.aEpoch, cur.aPos = cur.aEpoch+1, 0
 			continue
@@ -324,11 +521,12 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 		if c.lead(cur) >= look {
 			return false
 		}
-		if c.seen[order[cur.aPos]] == int32(cur.aEpoch+1) { // read already
+		f := cur.ds.File(order[cur.aPos])
+		if c.seen[f] == int32(cur.aEpoch+1) { // read already
 			cur.aPos++
 			continue
 		}
-		queued, ok := c.fetch(order[cur.aPos])
+		queued, ok := c.fetch(f)
 		if !ok {
 			return false // wait for a size, or for reads to free staging room
 		}
@@ -344,71 +542,75 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 // place is not settled yet, or the staging budget has no room.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) fetch(idx int) (queued, ok bool) {
-	if !c.settled(idx) {
+func (c *clairvoyant) fetch(f seed.FileID) (queued, ok bool) {
+	if !c.settled(f) {
 		return false, false // wait for its size
 	}
-	size := c.sizes[idx]
-	if c.where[idx] >= 0 || c.pending[idx] || size < 0 {
+	size := c.sizes[f]
+	if c.where[f] >= 0 || c.pending[f] || size < 0 {
 		return false, true
 	}
-	path := c.pred.Files[idx]
-	if t := c.place.Tier[idx]; t >= 0 && c.pool.FetchTo(path, size, t) {
-		c.queued(idx)
+	path := c.cat.Path(f)
+	if t := c.place.Tier[f]; t >= 0 && c.pool.FetchTo(path, size, t) {
+		c.queued(f, path)
 		return true, true
 	}
 	if c.stagedBytes+size > c.stage {
 		return false, false
 	}
 	if c.pool.FetchTo(path, size, 0) {
-		c.queued(idx)
-		c.staged[idx] = true
+		c.queued(f, path)
+		c.staged[f] = true
 		c.stagedBytes += size
 		return true, true
 	}
 	return false, true
 }
 
-// queued records that file idx's copy is queued.
+// queued records that file f's copy is queued.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) queued(idx int) {
-	c.pending[idx] = true
-	c.l.seg.markCopying(c.pred.Files[idx])
+func (c *clairvoyant) queued(f seed.FileID, path string) {
+	c.pending[f] = true
+	c.l.seg.markCopying(path)
 }
 
-// done settles one finished copy; it runs on a pool worker.
+// done settles one finished copy; it runs on a pool worker. A copy the
+// reactive side asked for is its own.
 func (c *clairvoyant) done(res fetchpool.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fellBack {
-		c.l.react.done(res)
+	f, ok := c.cat.Lookup(res.Path)
+	if !ok || !c.pending[f] {
+		c.react.done(res)
+		if ok && res.Err == nil {
+			c.where[f] = int8(res.Tier)
+		}
 		return
 	}
-	idx, _ := c.pred.Index(res.Path)
-	delete(c.pending, idx)
+	delete(c.pending, f)
 	defer c.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
 	ld := &c.l.seg.s.leader
 	if res.Err != nil {
 		if errors.Is(res.Err, fetchpool.ErrHeld) {
 			addU64(&ld.copies_held, 1)
 		}
-		if c.staged[idx] {
-			delete(c.staged, idx)
-			c.stagedBytes -= c.sizes[idx]
+		if c.staged[f] {
+			delete(c.staged, f)
+			c.stagedBytes -= c.sizes[f]
 		}
 		c.l.log.Debug().Msgf("prefetch %s: %v", res.Path, res.Err)
 		return
 	}
-	if c.staged[idx] {
-		c.stagedBytes += res.Bytes - c.sizes[idx]
+	if c.staged[f] {
+		c.stagedBytes += res.Bytes - c.sizes[f]
 	}
-	c.sizes[idx] = res.Bytes // what the tier now holds: a file that changed since its stat is released by its copy's size
-	c.where[idx] = int8(res.Tier)
+	c.sizes[f] = res.Bytes // what the tier now holds: a file that changed since its stat is released by its copy's size
+	c.where[f] = int8(res.Tier)
 	c.l.copied(res.Path)
-	if c.staged[idx] && res.Tier != 0 { // moved on by a tier failure: not staged
-		delete(c.staged, idx)
-		c.stagedBytes -= c.sizes[idx]
+	if c.staged[f] && res.Tier != 0 { // moved on by a tier failure: not staged
+		delete(c.staged, f)
+		c.stagedBytes -= c.sizes[f]
 	}
 	addU64(&ld.copies, 1)
 	addU64(&ld.copy_bytes, uint64(res.Bytes))
@@ -422,21 +624,21 @@ func (c *clairvoyant) onClose(ev Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := [2]int{ev.PID, ev.FD}
-	idx, ok := c.opens[key]
+	f, ok := c.opens[key]
 	if !ok {
 		return
 	}
 	delete(c.opens, key)
-	if c.fellBack || !c.staged[idx] || c.pending[idx] || c.where[idx] != 0 {
+	if !c.staged[f] || c.pending[f] || c.where[f] != 0 {
 		return
 	}
-	if c.l.tiers[0].tree.Remove(c.pred.Files[idx]) != nil {
+	if c.l.tiers[0].tree.Remove(c.cat.Path(f)) != nil {
 		return
 	}
-	delete(c.staged, idx)
-	c.where[idx] = -1
-	c.stagedBytes -= c.sizes[idx]
-	c.pool.Release(0, c.sizes[idx])
+	delete(c.staged, f)
+	c.where[f] = -1
+	c.stagedBytes -= c.sizes[f]
+	c.pool.Release(0, c.sizes[f])
 	c.publishCounts()
 	c.pumpAll()
 }
@@ -448,17 +650,29 @@ func (c *clairvoyant) onClose(ev Event) {
 func (c *clairvoyant) forget(d dropped) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx, ok := c.pred.Index(d.path)
-	if !ok || int(c.where[idx]) != d.tier {
+	c.react.known.Delete(d.path)
+	f, ok := c.cat.Lookup(d.path)
+	if !ok || int(c.where[f]) != d.tier {
+		c.pool.Release(d.tier, d.bytes)
 		return
 	}
-	c.where[idx] = -1
-	if c.staged[idx] {
-		delete(c.staged, idx)
-		c.stagedBytes -= c.sizes[idx]
+	c.where[f] = -1
+	if c.staged[f] {
+		delete(c.staged, f)
+		c.stagedBytes -= c.sizes[f]
 	}
 	c.pool.Release(d.tier, d.bytes)
 	c.publishCounts()
+}
+
+// invalidated forgets that path was copied: a process wrote it.
+func (c *clairvoyant) invalidated(path string) {
+	c.react.known.Delete(path)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.cat.Lookup(path); ok {
+		c.where[f] = -1
+	}
 }
 
 // publishCounts writes tier usage and staging to the segment.
@@ -481,6 +695,9 @@ func (c *clairvoyant) publishCounts() {
 }
 
 func (c *clairvoyant) close() {
+	c.mu.Lock()
+	c.publishStreams()
+	c.mu.Unlock()
 	close(c.quit)
 	c.pool.Close()
 }

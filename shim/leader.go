@@ -37,7 +37,7 @@ type Leader struct {
 	recheck chan Event
 	dropped chan dropped   // stale copies the revalidators removed, for the policies
 	workers sync.WaitGroup // the revalidators and the reactive policy's statter
-	react   *reactive      // the reactive policy, or clairvoyant's fallback
+	react   *reactive      // the reactive policy, or the clairvoyant one's when it could not plan
 	clair   *clairvoyant   // nil unless the policy is clairvoyant and planned
 	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
 	early   []Event        // opens and closes seen while planning, for the plan
@@ -320,9 +320,12 @@ func (l *Leader) run() {
 // recounted.
 func (l *Leader) handle(ev Event) bool {
 	switch {
-	case ev.Kind == EvInvalidate:
-		if l.react != nil {
-			l.react.known.Delete(ev.Path) // fetch the new content on its next read
+	case ev.Kind == EvInvalidate: // fetch the new content on its next read
+		switch {
+		case l.clair != nil:
+			l.clair.invalidated(ev.Path)
+		case l.react != nil:
+			l.react.known.Delete(ev.Path)
 		}
 		return true
 	case l.plans != nil && (ev.Kind == EvOpen || ev.Kind == EvClose):
@@ -365,16 +368,6 @@ func (l *Leader) poolTiers() ([]*tiering.Tree, []int64, []int64) {
 	return trees, caps, used
 }
 
-// fallBack switches from the clairvoyant to the reactive policy, keeping
-// the copies and the pool (and so its accounts) of the first.
-//
-// Preconditions: called from the run goroutine.
-func (l *Leader) fallBack(pool *fetchpool.Pool) {
-	r := reactiveWith(l)
-	r.pool = pool
-	l.react = r
-}
-
 // newPool makes the job's copy pool, which copies no file a process of
 // the job may be writing (writeGuard). The copies in flight that augur stat
 // shows are the pool's own count, so that no policy can make it drift
@@ -399,14 +392,13 @@ func (l *Leader) Close() {
 	<-l.done
 	l.workers.Wait()
 	l.ring.poll(1<<30, func(ev Event) { l.handle(ev) })
-	if l.react != nil {
-		l.react.drain()
-	}
 	switch {
 	case l.react != nil:
+		l.react.drain()
 		l.react.pool.Drain(drainTimeout)
 		l.react.close()
 	case l.clair != nil:
+		l.clair.react.drain()
 		l.clair.pool.Drain(drainTimeout)
 		l.clair.close()
 	}
@@ -547,12 +539,10 @@ type dropped struct {
 // Preconditions: called from the run goroutine.
 func (l *Leader) forget(d dropped) {
 	switch {
-	case l.clair != nil: // also when it fell back: its pool is the reactive one
+	case l.clair != nil:
 		l.clair.forget(d)
 	case l.react != nil:
 		l.react.pool.Release(d.tier, d.bytes)
-	}
-	if l.react != nil {
 		l.react.known.Delete(d.path)
 	}
 }

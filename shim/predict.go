@@ -2,22 +2,25 @@ package shim
 
 import (
 	"fmt"
-	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/augur-hpc/augur/seed"
 	"golang.org/x/sys/unix"
 )
 
-// Prediction is the access order of this node's ranks, computed from the
-// seed before training starts (package seed reproduces the samplers bit
-// for bit).
+// Prediction is the access order the configuration describes: the dataset
+// root listed as the layout lists it, and the samplers of this node's
+// ranks (package seed reproduces them bit for bit). augur plan shows it;
+// the clairvoyant policy starts from it, and learns from the job where the
+// job reads otherwise (learn.go).
 type Prediction struct {
 	Root  string
-	Files []string // absolute paths, by dataset index
-	Ranks []int    // global ranks on this node, by local rank
-	index map[string]int
+	Cat   *seed.Catalog // the root's walk: every directory a dataset could be
+	DS    *seed.Dataset // the root itself as a dataset; nil when it is none (train/ and val/ under it)
+	Why   error         // why DS is nil
+	Ranks []int         // global ranks on this node, by local rank
 
 	spec     seed.Spec            // the samplers', but for the rank
 	mu       sync.Mutex           // guards samplers and cache
@@ -25,37 +28,36 @@ type Prediction struct {
 	cache    map[[2]int][]int     // (rank, epoch) → order; a few entries
 }
 
-// Predict lists the dataset as the training script will (the layout) and
+// Predict walks the dataset as the training script would list it and
 // prepares the sampler of each of this node's ranks. listed, when not
-// nil, is told of the directory entries listed so far (seed.NewLayout).
+// nil, is told of the directory entries listed so far. A root that is
+// no dataset of the layout itself (its datasets are below it) gives a
+// Prediction without DS, and the reason in Why.
 func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 	if len(cfg.Roots) != 1 {
 		return nil, fmt.Errorf("the clairvoyant policy needs exactly one dataset root, not %d", len(cfg.Roots))
 	}
 	a := cfg.Access
 	root := cfg.Roots[0]
-	layout := a.Layout
-	if layout == "flat" {
-		layout = seed.LayoutFiles
-	}
-	rel, err := seed.NewLayout(layout, root, listed)
+	cat, err := catalog(root, a.Layout, listed)
 	if err != nil {
 		return nil, fmt.Errorf("dataset layout: %w", err)
 	}
-	if len(rel) == 0 {
+	if cat.NumFiles() == 0 {
+		if _, err := cat.Dataset(""); err != nil { // the layout's own words: "no class folder"
+			return nil, fmt.Errorf("dataset layout: %w", err)
+		}
 		return nil, fmt.Errorf("dataset layout %q finds no files under %s", a.Layout, root)
 	}
-	p := &Prediction{Root: root, index: map[string]int{}, samplers: map[int]seed.Sampler{},
-		cache: map[[2]int][]int{}, spec: seed.Spec{Sampler: a.Sampler, Len: len(rel), Seed: cfg.Seed,
-			Replicas: a.WorldSize, NoShuffle: !a.Shuffle, DropLast: a.DropLast,
-			BatchSize: a.BatchSize, Torch: a.Torch, Layout: rel, Root: root}}
-	for i, r := range rel {
-		abs := r
-		if !filepath.IsAbs(r) {
-			abs = filepath.Join(root, r)
-		}
-		p.Files = append(p.Files, abs)
-		p.index[abs] = i
+	p := &Prediction{Root: root, Cat: cat, samplers: map[int]seed.Sampler{}, cache: map[[2]int][]int{}}
+	if p.DS, p.Why = cat.Dataset(""); p.Why != nil {
+		return p, nil
+	}
+	p.spec = seed.Spec{Sampler: a.Sampler, Len: p.DS.Len(), Seed: cfg.Seed, Replicas: a.WorldSize,
+		NoShuffle: !a.Shuffle, DropLast: a.DropLast, BatchSize: a.BatchSize, Torch: a.Torch,
+		Layout: p.DS.Rels(), Root: root}
+	if !strings.HasPrefix(a.Sampler, seed.KindFilePrefix) {
+		p.spec.Layout = nil // only order files name files
 	}
 	for local := 0; local < a.RanksPerNode; local++ {
 		g := a.NodeRank*a.RanksPerNode + local
@@ -69,9 +71,28 @@ func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 	return p, nil
 }
 
+// catalog walks root for a configured layout; a list layout is the
+// catalog of the files it lists, in its order.
+func catalog(root, layout string, listed func(n int)) (*seed.Catalog, error) {
+	switch {
+	case layout == "flat":
+		return seed.NewCatalog(root, seed.LayoutFiles, listed)
+	case strings.HasPrefix(layout, seed.LayoutListPrefix):
+		rels, err := seed.FileList(strings.TrimPrefix(layout, seed.LayoutListPrefix))
+		if err != nil {
+			return nil, err
+		}
+		return seed.ListCatalog(root, rels), nil
+	}
+	return seed.NewCatalog(root, layout, listed)
+}
+
 // AddRank predicts the order of global rank g too (one the configuration
 // did not place on this node, whose events name it).
 func (p *Prediction) AddRank(g int) error {
+	if p.DS == nil {
+		return fmt.Errorf("no dataset at %s: %w", p.Root, p.Why)
+	}
 	spec := p.spec
 	spec.Rank = g
 	s, err := seed.New(spec)
@@ -105,11 +126,16 @@ func (p *Prediction) Order(rank, epoch int) []int {
 	return o
 }
 
-// Index returns the dataset index of an absolute path.
-func (p *Prediction) Index(path string) (int, bool) {
-	i, ok := p.index[path]
-	return i, ok
+// Len is the dataset's length.
+func (p *Prediction) Len() int {
+	if p.DS == nil {
+		return 0
+	}
+	return p.DS.Len()
 }
+
+// Path is the path of dataset index i.
+func (p *Prediction) Path(i int) string { return p.Cat.Path(p.DS.File(i)) }
 
 // statters is how many stats Sizes has in flight: each is a metadata
 // round trip to the shared filesystem, which serves many at once.
@@ -118,17 +144,17 @@ const statters = 64
 // unknownSize marks a file not stat'ed yet; -1 is one that cannot be.
 const unknownSize = -2
 
-// Sizes stats every file (in parallel: each is a metadata round trip to
-// the shared filesystem). A file that cannot be stat'ed gets size -1 and
-// is never placed. stated, when not nil, is told of each file stat'ed
-// (n is 1), from the stat workers.
+// Sizes stats every file of the dataset (in parallel: each is a metadata
+// round trip to the shared filesystem). A file that cannot be stat'ed
+// gets size -1 and is never placed. stated, when not nil, is told of each
+// file stat'ed (n is 1), from the stat workers.
 func (p *Prediction) Sizes(stated func(n int)) []int64 {
-	all := make([]int, len(p.Files))
+	all := make([]int, p.Len())
 	for i := range all {
 		all[i] = i
 	}
-	sizes := make([]int64, len(p.Files))
-	p.measure(all, nil, func(i int, size int64) {
+	sizes := make([]int64, len(all))
+	measure(p.Path, all, nil, func(i int, size int64) {
 		sizes[i] = size
 		if stated != nil {
 			stated(1)
@@ -137,10 +163,11 @@ func (p *Prediction) Sizes(stated func(n int)) []int64 {
 	return sizes
 }
 
-// measure stats the files of idx, statters at a time and roughly in that
-// order, and hands each size (-1: cannot be stat'ed) to got, from the
-// stat workers. It returns when all are done, or soon after quit closes.
-func (p *Prediction) measure(idx []int, quit <-chan struct{}, got func(i int, size int64)) {
+// measure stats the files path(i) of idx, statters at a time and roughly
+// in that order, and hands each size (-1: cannot be stat'ed) to got, from
+// the stat workers. It returns when all are done, or soon after quit
+// closes.
+func measure(path func(int) string, idx []int, quit <-chan struct{}, got func(i int, size int64)) {
 	work := make(chan int, statters)
 	var wg sync.WaitGroup
 	for w := 0; w < statters; w++ {
@@ -150,7 +177,7 @@ func (p *Prediction) measure(idx []int, quit <-chan struct{}, got func(i int, si
 			for i := range work {
 				var st unix.Stat_t
 				size := int64(-1)
-				if statRetry(p.Files[i], &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				if statRetry(path(i), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 					size = st.Size
 				}
 				got(i, size)
@@ -188,6 +215,16 @@ func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Place
 	return pp.Placement
 }
 
+func (p *Prediction) placer(horizon int, capacities []int64) *placer {
+	return newPlacer(p.Len(), capacities, func(yield func(int, []int)) {
+		for e := 0; e < horizon; e++ {
+			for _, r := range p.Ranks {
+				yield(e, p.Order(r, e))
+			}
+		}
+	})
+}
+
 // placer places the files in ranking order — most often read first,
 // equal counts in order of first access — as their sizes become known:
 // a file gets the fastest tier with room once every file ranked before
@@ -196,13 +233,15 @@ func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Place
 type placer struct {
 	Placement
 	capacities []int64
-	ranking    []int // the files this node reads, in placement order
+	ranking    []int // the files read, in placement order
 	pos        []int // per file: its place in ranking, -1 if never read
 	next       int   // ranking[:next] are placed
 }
 
-func (p *Prediction) placer(horizon int, capacities []int64) *placer {
-	n := len(p.Files)
+// newPlacer ranks n files by the sequences reads yields: each the files
+// one rank reads in one epoch (counted from the first one yielded), in
+// order of epoch.
+func newPlacer(n int, capacities []int64, reads func(yield func(epoch int, seq []int))) *placer {
 	pp := &placer{capacities: capacities, pos: make([]int, n),
 		Placement: Placement{Tier: make([]int, n), Freq: make([]int, n),
 			Bytes: make([]int64, len(capacities)), Files: make([]int, len(capacities))}}
@@ -212,20 +251,23 @@ func (p *Prediction) placer(horizon int, capacities []int64) *placer {
 		pp.Tier[i] = -1
 		pp.pos[i] = -1
 	}
-	for e := 0; e < horizon; e++ {
-		for _, r := range p.Ranks {
-			o := p.Order(r, e)
-			if e == 0 {
-				pp.Reads += len(o)
-			}
-			for pos, idx := range o {
-				pp.Freq[idx]++
-				if step := e*n + pos; first[idx] < 0 || step < first[idx] {
-					first[idx] = step
-				}
+	firstEpoch := -1
+	reads(func(epoch int, seq []int) {
+		if firstEpoch < 0 {
+			firstEpoch = epoch
+		}
+		if epoch == firstEpoch {
+			pp.Reads += len(seq)
+		}
+		for pos, idx := range seq {
+			pp.Freq[idx]++
+			// The ranks read in step: a file's first access is its
+			// position in the epoch, whichever rank reads it.
+			if step := (epoch-firstEpoch)*n + pos; first[idx] < 0 || step < first[idx] {
+				first[idx] = step
 			}
 		}
-	}
+	})
 	for i := range pp.Freq {
 		if pp.Freq[i] > 0 {
 			pp.ranking = append(pp.ranking, i)
@@ -267,9 +309,6 @@ func (pp *placer) advance(sizes []int64) int {
 	}
 	return pp.next - from
 }
-
-// placed reports whether file i has its place (a tier, or none).
-func (pp *placer) placed(i int) bool { return pp.pos[i] >= 0 && pp.pos[i] < pp.next }
 
 // PlaceFor applies the clairvoyant policy's placement to tiers of the
 // given capacities: it keeps the staging budget out of the first tier

@@ -44,8 +44,8 @@ func TestPlaceFillsInFirstAccessOrder(t *testing.T) {
 	p := predict(t, root, a)
 	var stated atomic.Int64
 	sizes := p.Sizes(func(n int) { stated.Add(int64(n)) })
-	if stated.Load() != int64(len(p.Files)) {
-		t.Errorf("Sizes told of %d files stat'ed, want %d", stated.Load(), len(p.Files))
+	if stated.Load() != int64(p.Len()) {
+		t.Errorf("Sizes told of %d files stat'ed, want %d", stated.Load(), p.Len())
 	}
 	pl, stage, horizon := p.PlaceFor(Access{Epochs: 2, Stage: 100}, sizes, []int64{1100, 500})
 	if stage != 100 || horizon != 2 {
@@ -87,7 +87,7 @@ func TestPlaceByFrequencyOnANode(t *testing.T) {
 		}
 	}
 	minPlaced, maxUnplaced := 1<<30, -1
-	for idx := range p.Files {
+	for idx := range p.Len() {
 		switch {
 		case freq[idx] == 0 && pl.Tier[idx] >= 0:
 			t.Fatalf("file %d is never read on this node but placed", idx)

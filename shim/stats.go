@@ -6,6 +6,9 @@ package shim
 import "C"
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -23,47 +26,65 @@ type TierStats struct {
 
 // Stats is a snapshot of a job's counters.
 type Stats struct {
-	Job           string      `json:"job"`
-	Segment       string      `json:"segment"`
-	LeaderPID     int         `json:"leader_pid"`
-	LeaderAlive   bool        `json:"leader_alive"`
-	Ready         bool        `json:"ready"`
-	Policy        string      `json:"policy"`
-	Processes     uint64      `json:"processes"`
-	Opens         uint64      `json:"opens"`
-	Misses        uint64      `json:"misses"`
-	OriginalBytes uint64      `json:"original_bytes_read"`
-	WriteOpens    uint64      `json:"write_opens"`
-	Invalidated   uint64      `json:"invalidated"`
-	TierErrors    uint64      `json:"tier_errors"`
-	Untrusted     uint64      `json:"untrusted_copies"`
-	HeldOpens     uint64      `json:"opens_while_written"`
-	CopiesHeld    uint64      `json:"copies_held"`
-	Writers       uint64      `json:"writers"`
-	WritersLost   uint64      `json:"writers_unregistered"`
-	Revalidated   uint64      `json:"copies_compared_at_open"`
-	RingDropped   uint64      `json:"ring_dropped"`
-	Untracked     uint64      `json:"untracked"`
-	StaleRemoved  uint64      `json:"stale_removed"`
-	Copies        uint64      `json:"copies"`
-	CopyBytes     uint64      `json:"copy_bytes"`
-	CopyRate      float64     `json:"copy_bytes_per_second"`
-	InFlight      uint64      `json:"copies_in_flight"`
-	Waited        uint64      `json:"opens_waited_for_copy"`
-	Migrated      uint64      `json:"descriptors_moved"`
-	UptimeSeconds float64     `json:"leader_uptime_seconds"`
-	Predicted     uint64      `json:"predicted_files"`
-	PredHits      uint64      `json:"prefetch_hits"`
-	PredLate      uint64      `json:"prefetch_late"`
-	PredMisses    uint64      `json:"prefetch_misses"`
-	Unpredicted   uint64      `json:"unpredicted_opens"`
-	Accuracy      float64     `json:"prediction_accuracy"`
-	StagedFiles   uint64      `json:"staged_files"`
-	StagedBytes   uint64      `json:"staged_bytes"`
-	FellBack      bool        `json:"fell_back_to_reactive"`
-	Events        uint64      `json:"events"`
-	Lost          uint64      `json:"events_lost"`
-	Tiers         []TierStats `json:"tiers"`
+	Job           string        `json:"job"`
+	Segment       string        `json:"segment"`
+	LeaderPID     int           `json:"leader_pid"`
+	LeaderAlive   bool          `json:"leader_alive"`
+	Ready         bool          `json:"ready"`
+	Policy        string        `json:"policy"`
+	Processes     uint64        `json:"processes"`
+	Opens         uint64        `json:"opens"`
+	Misses        uint64        `json:"misses"`
+	OriginalBytes uint64        `json:"original_bytes_read"`
+	WriteOpens    uint64        `json:"write_opens"`
+	Invalidated   uint64        `json:"invalidated"`
+	TierErrors    uint64        `json:"tier_errors"`
+	Untrusted     uint64        `json:"untrusted_copies"`
+	HeldOpens     uint64        `json:"opens_while_written"`
+	CopiesHeld    uint64        `json:"copies_held"`
+	Writers       uint64        `json:"writers"`
+	WritersLost   uint64        `json:"writers_unregistered"`
+	Revalidated   uint64        `json:"copies_compared_at_open"`
+	RingDropped   uint64        `json:"ring_dropped"`
+	Untracked     uint64        `json:"untracked"`
+	StaleRemoved  uint64        `json:"stale_removed"`
+	Copies        uint64        `json:"copies"`
+	CopyBytes     uint64        `json:"copy_bytes"`
+	CopyRate      float64       `json:"copy_bytes_per_second"`
+	InFlight      uint64        `json:"copies_in_flight"`
+	Waited        uint64        `json:"opens_waited_for_copy"`
+	Migrated      uint64        `json:"descriptors_moved"`
+	UptimeSeconds float64       `json:"leader_uptime_seconds"`
+	Predicted     uint64        `json:"predicted_files"`
+	PredHits      uint64        `json:"prefetch_hits"`
+	PredLate      uint64        `json:"prefetch_late"`
+	PredMisses    uint64        `json:"prefetch_misses"`
+	Unpredicted   uint64        `json:"unpredicted_opens"`
+	Accuracy      float64       `json:"prediction_accuracy"`
+	StagedFiles   uint64        `json:"staged_files"`
+	StagedBytes   uint64        `json:"staged_bytes"`
+	FellBack      bool          `json:"fell_back_to_reactive"`
+	Events        uint64        `json:"events"`
+	Lost          uint64        `json:"events_lost"`
+	Tiers         []TierStats   `json:"tiers"`
+	Streams       []StreamStats `json:"streams,omitempty"`
+}
+
+// StreamStats is what the clairvoyant policy found one stream (a rank,
+// or the processes of one spawned rank) to read in one dataset
+// directory, or why it found nothing.
+type StreamStats struct {
+	Stream    string  `json:"stream"`            // "rank 3", or "process 1234" when no variable names the rank
+	Dataset   string  `json:"dataset"`           // directory below the root; "" is the root
+	Sampler   string  `json:"sampler,omitempty"` // "DistributedSampler", "configured"; "" while it follows none
+	Shuffle   bool    `json:"shuffle"`
+	Seed      int64   `json:"seed"`
+	WorldSize int     `json:"world_size"`
+	Rank      int     `json:"rank"`
+	Epoch     int     `json:"epoch"`
+	Accuracy  float64 `json:"accuracy"` // of its recent opens of this dataset, the share its cursor expected
+	Opens     uint64  `json:"opens"`    // its opens its cursor expected
+	Why       string  `json:"why,omitempty"`
 }
 
 // Stats reads the segment's counters.
@@ -119,6 +140,7 @@ func (s *Segment) Stats() Stats {
 			st.CopyRate = float64(st.CopyBytes) / st.UptimeSeconds
 		}
 	}
+	st.Streams = s.streams()
 	for i := 0; i < MaxTiers; i++ {
 		path := C.GoString(&l.tiers[i][0])
 		if path == "" {
@@ -134,6 +156,53 @@ func (s *Segment) Stats() Stats {
 		})
 	}
 	return st
+}
+
+// publishStreams writes the stream table (JSON) under its sequence lock;
+// a table too large for the segment is cut to the streams that fit.
+func (s *Segment) publishStreams(rows []StreamStats) {
+	l := &s.s.leader
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&l.streams[0])), len(l.streams))
+	b, _ := json.Marshal(rows)
+	for len(b) > 8*len(words) {
+		rows = rows[:len(rows)/2]
+		b, _ = json.Marshal(rows)
+	}
+	b = append(b, make([]byte, 7)...)
+	gen := u64(&l.streams_gen)
+	setU64(&l.streams_gen, gen|1)
+	for i := 0; i+8 <= len(b); i += 8 {
+		atomic.StoreUint64(&words[i/8], binary.LittleEndian.Uint64(b[i:]))
+	}
+	setU64(&l.streams_len, uint64(len(b)-7))
+	setU64(&l.streams_gen, (gen|1)+1)
+}
+
+// streams reads the stream table, retrying while the leader writes it.
+func (s *Segment) streams() []StreamStats {
+	l := &s.s.leader
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&l.streams[0])), len(l.streams))
+	for try := 0; try < 100; try++ {
+		gen := u64(&l.streams_gen)
+		if gen&1 != 0 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		n := min(int(u64(&l.streams_len)), 8*len(words))
+		b := make([]byte, 0, n+8)
+		for i := 0; i < n; i += 8 {
+			b = binary.LittleEndian.AppendUint64(b, atomic.LoadUint64(&words[i/8]))
+		}
+		if u64(&l.streams_gen) != gen {
+			continue
+		}
+		var rows []StreamStats
+		if n == 0 || json.Unmarshal(b[:n], &rows) != nil {
+			return nil
+		}
+		return rows
+	}
+	return nil
 }
 
 // setString copies s into a fixed C char array, NUL-terminated.

@@ -140,14 +140,16 @@ func jobStats(t *testing.T, c *Case, job string) shim.Stats {
 }
 
 // Under the clairvoyant policy with the job's seed, every access is
-// predicted and the samples are right; with another seed, augur says so
-// once, falls back to the reactive policy, and the samples are still
-// right.
-func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
+// predicted and the samples are right. With another seed nothing
+// explains the opens (neither it nor DistributedSampler's default 0 at
+// any epoch up to 999: the sampler draws from seed + epoch, so 999 would
+// explain the script's 1234 at epoch 235): augur says so once, copies what is read as the reactive policy
+// does, augur stat gives the reason, and the samples are still right.
+func TestClairvoyantFollowsOrSaysWhyNot(t *testing.T) {
 	for _, tc := range []struct {
 		name, seed string
-		fallBack   bool
-	}{{"right-seed", "1234", false}, {"wrong-seed", "999", true}} {
+		explained  bool
+	}{{"right-seed", "1234", true}, {"wrong-seed", "5000", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewCase(t)
 			// Enough files that a wrong order rarely lands near the cursor.
@@ -172,13 +174,17 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 				}
 			}
 			st := jobStats(t, c, job)
-			msgs := strings.Count(stderr, "do not match the predicted order")
-			if tc.fallBack {
-				if !st.FellBack || msgs != 1 {
-					t.Fatalf("fell back %v, %d messages (want true, 1): %s", st.FellBack, msgs, stderr)
+			const reason = "no DistributedSampler with seed 5000 or 0"
+			msgs := strings.Count(stderr, reason)
+			if !tc.explained {
+				if msgs != 1 || st.FellBack {
+					t.Fatalf("%d messages (want 1), fell back %v (want false: planning worked): %s\n%+v", msgs, st.FellBack, stderr, st)
 				}
-				if st.Copies == 0 {
-					t.Error("no copies after falling back to reactive")
+				if st.Copies == 0 || st.Unpredicted == 0 {
+					t.Errorf("%d copies, %d unpredicted opens: what is read unexplained must be copied", st.Copies, st.Unpredicted)
+				}
+				if len(st.Streams) != 1 || !strings.Contains(st.Streams[0].Why, reason) || st.Streams[0].Sampler != "" {
+					t.Errorf("augur stat's streams %+v, want one saying %q", st.Streams, reason)
 				}
 				return
 			}
@@ -187,6 +193,10 @@ func TestClairvoyantFollowsOrFallsBack(t *testing.T) {
 			}
 			if st.PredHits+st.PredLate+st.PredMisses != uint64(len(digests)) {
 				t.Errorf("%d predicted opens counted, %d samples read", st.PredHits+st.PredLate+st.PredMisses, len(digests))
+			}
+			if len(st.Streams) != 1 || st.Streams[0].Sampler != "DistributedSampler" || st.Streams[0].Seed != 1234 ||
+				st.Streams[0].WorldSize != 1 || st.Streams[0].Epoch != 1 || st.Streams[0].Opens != uint64(len(digests)) {
+				t.Errorf("augur stat's streams %+v, want one following seed 1234, world size 1, at epoch 1", st.Streams)
 			}
 		})
 	}

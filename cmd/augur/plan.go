@@ -41,19 +41,22 @@ func cmdPlan(args []string) int {
 	if err != nil {
 		return fail("plan: %v", err)
 	}
+	if pred.DS == nil { // the leader learns such datasets from the job's opens
+		return fail("plan: %s is not one dataset (%v); the clairvoyant policy learns which directories below it the job reads, and in what order, from its opens", pred.Root, pred.Why)
+	}
 	if *order {
 		if *epoch < 0 {
 			return fail("plan: epoch must not be negative")
 		}
 		w := bufioWriter()
 		for _, idx := range pred.Order(*rank, *epoch) {
-			fmt.Fprintln(w, pred.Files[idx])
+			fmt.Fprintln(w, pred.Path(idx))
 		}
 		w.Flush()
 		return 0
 	}
 	prog = startProgress("plan: stat'ing the files", *quiet, progress.Options{})
-	prog.Expect(int64(len(pred.Files)), 0)
+	prog.Expect(int64(pred.Len()), 0)
 	prog.TotalKnown()
 	sizes := pred.Sizes(counter(prog))
 	prog.Stop()
@@ -97,7 +100,7 @@ func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bo
 		caps[i] = t.Capacity
 	}
 	pl, stage, horizon := pred.PlaceFor(cfg.Access, sizes, caps)
-	rep := planReport{Files: len(pred.Files), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,
+	rep := planReport{Files: pred.Len(), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,
 		Horizon: horizon, Stage: stage}
 	for _, s := range sizes {
 		rep.Bytes += max(s, 0)

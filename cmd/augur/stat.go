@@ -91,13 +91,10 @@ func printStats(w io.Writer, st shim.Stats) {
 	case st.Policy == "clairvoyant" && st.Predicted == 0:
 		fmt.Fprintf(w, "prediction: planning (listing the dataset); copies already in the tiers are served meanwhile\n")
 	case st.Predicted > 0:
-		state := "following the prediction"
-		if st.FellBack {
-			state = "FELL BACK to reactive"
-		}
-		fmt.Fprintf(w, "prediction: %d files, accuracy %.1f%% (%s); prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
-			st.Predicted, 100*st.Accuracy, state, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
+		fmt.Fprintf(w, "prediction: %d files, accuracy %.1f%%; prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
+			st.Predicted, 100*st.Accuracy, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
 			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
+		printStreams(w, st.Streams)
 	}
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
 		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
@@ -106,4 +103,28 @@ func printStats(w io.Writer, st shim.Stats) {
 		st.StaleRemoved, st.TierErrors, st.Untrusted)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
 		st.Events, st.RingDropped, st.Lost, st.Untracked)
+}
+
+// printStreams prints what each stream was found to read, or why not.
+func printStreams(w io.Writer, rows []shim.StreamStats) {
+	for _, r := range rows {
+		dir := r.Dataset
+		if dir == "" {
+			dir = "."
+		}
+		switch {
+		case r.Sampler == "":
+			fmt.Fprintf(w, "  %-14s %s\n", r.Stream, r.Why)
+		case r.Sampler == "configured":
+			fmt.Fprintf(w, "  %-14s %s: the configured sampler, rank %d, epoch %d, accuracy %.1f%%, %d opens\n",
+				r.Stream, dir, r.Rank, r.Epoch, 100*r.Accuracy, r.Opens)
+		default:
+			order := "in order"
+			if r.Shuffle {
+				order = fmt.Sprintf("seed %d", r.Seed)
+			}
+			fmt.Fprintf(w, "  %-14s %s: %s %s, world size %d, rank %d, epoch %d, accuracy %.1f%%, %d opens\n",
+				r.Stream, dir, r.Sampler, order, r.WorldSize, r.Rank, r.Epoch, 100*r.Accuracy, r.Opens)
+		}
+	}
 }
