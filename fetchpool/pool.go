@@ -134,6 +134,14 @@ func (p *Pool) FetchTo(path string, size int64, tier int) bool {
 	return p.placeLocked(job{path: path, size: size}, tier)
 }
 
+// Fits reports whether a copy of size bytes would be accepted in tier
+// now.
+func (p *Pool) Fits(tier int, size int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && tier >= 0 && tier < len(p.slots) && p.slots[tier].usableLocked(size)
+}
+
 // Release gives back bytes of a tier whose copy the caller removed (a
 // staged file dropped after use).
 func (p *Pool) Release(tier int, bytes int64) {

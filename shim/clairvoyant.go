@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/seed"
@@ -47,9 +48,13 @@ type clairvoyant struct {
 	where       []int8     // per file: tier holding a copy, -1 none
 	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
 	pending     map[seed.FileID]bool
-	staged      map[seed.FileID]bool // staged copies (read once, then dropped)
-	stagedBytes int64                // staged and being staged
+	staged      map[seed.FileID]stagedFor // staged copies (read once, then dropped)
+	stagedBytes int64                     // staged and being staged
+	reclaimed   time.Time                 // the last search for staged copies no read will come for
+	orphans     []seed.FileID             // copies the placement may not keep where they are
 	opens       map[[2]int]seed.FileID
+	sized       int                      // files whose size is known, of
+	sizeSum     int64                    // this many bytes
 	datasets    map[string]*seed.Dataset // candidates listed so far; nil: not a dataset
 	cursors     []*cursor
 	streams     map[streamID]*stream
@@ -57,6 +62,7 @@ type clairvoyant struct {
 	measuring   bool
 	acc         hits            // of all opens of dataset files
 	warned      map[string]bool // directories whose streams nothing explained, said once
+	unexplained bool            // a stream's opens were explained by no seed tried
 	// streamsChanged: augur stat's stream table is out of date.
 	streamsChanged bool
 }
@@ -70,11 +76,23 @@ type cursor struct {
 	aEpoch     int // prefetch pointer: next file to consider
 	aPos       int
 	synced     bool
+	reader     *stream         // the stream that read it last
 	window     int             // how far out of order its readers open; learned
 	orders     map[int][]int   // epoch → order (dataset indices); two kept
 	posOf      map[int][]int32 // epoch → position of each dataset index (-1: not read)
 	learned    bool            // from the job's opens, not the configuration
 	found      seed.Found      // what was learned
+	// provisional: the configuration's DistributedSampler, prefetched
+	// before the first open, followed by no stream until one is
+	// learned to read it (the configuration's world size and ranks may
+	// not be the job's: its default is one process).
+	provisional bool
+}
+
+// stagedFor says which read a staged copy is for: cur's, at pos of epoch.
+type stagedFor struct {
+	cur        *cursor
+	epoch, pos int
 }
 
 // cursorKey says which sampler and rank a cursor follows.
@@ -107,7 +125,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	c := &clairvoyant{l: l, pred: pred, cat: pred.Cat, stage: stage, caps: caps, horizon: horizon,
 		epochs: a.Epochs, quit: make(chan struct{}), learn: make(chan learnReq, 64),
 		sizes: make([]int64, n), where: make([]int8, n), seen: make([]int32, n),
-		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]bool{}, opens: map[[2]int]seed.FileID{},
+		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]stagedFor{}, opens: map[[2]int]seed.FileID{},
 		datasets: map[string]*seed.Dataset{}, streams: map[streamID]*stream{}, warned: map[string]bool{}}
 	for i := range c.sizes {
 		c.sizes[i], c.where[i] = unknownSize, -1
@@ -116,8 +134,10 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 		c.datasets[""] = pred.DS
 		if a.Sampler == seed.KindDistributed {
 			for _, r := range pred.Ranks {
-				c.addCursor(pred.DS, seed.Found{Seed: l.cfg.Seed, Shuffle: a.Shuffle,
-					Replicas: a.WorldSize, Rank: r}, false)
+				if cur := c.addCursor(pred.DS, seed.Found{Seed: l.cfg.Seed, Shuffle: a.Shuffle,
+					Replicas: a.WorldSize, Rank: r}, false); cur != nil {
+					cur.provisional = true
+				}
 			}
 		} else {
 			for _, r := range pred.Ranks { // told samplers that cannot be learned
@@ -161,6 +181,9 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 		if cur.key == key {
 			if learned && (f.Epoch != cur.epoch || f.Last+1 < cur.pos-cur.window || f.Last+1 > cur.pos+cur.window) {
 				cur.epoch, cur.pos = f.Epoch, f.Last+1 // a restart, or a jump: where the stream is now
+			}
+			if learned {
+				cur.learned, cur.found, cur.provisional = true, f, false
 			}
 			return cur
 		}
@@ -287,7 +310,39 @@ func (c *clairvoyant) replan() {
 		}
 	})
 	c.place.advance(c.sizes)
+	c.orphans = c.orphans[:0]
+	for f, t := range c.where {
+		if _, staged := c.staged[seed.FileID(f)]; t >= 0 && !staged && c.place.Tier[f] != int(t) {
+			c.orphans = append(c.orphans, seed.FileID(f))
+		}
+	}
 	c.startMeasuring()
+}
+
+// evict removes copies in tier t that the placement does not keep there
+// (placed by an earlier plan, or copied before the stream that read them
+// was learned) until size bytes are free, as far as there are such
+// copies. It reports whether it removed any.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) evict(t int, size int64) bool {
+	removed := false
+	for i := 0; i < len(c.orphans) && !c.pool.Fits(t, size); {
+		f := c.orphans[i]
+		_, staged := c.staged[f]
+		switch {
+		case int(c.where[f]) != t || staged || c.pending[f] || c.place.Tier[f] == t:
+			i++
+			continue
+		case c.l.tiers[t].tree.Remove(c.cat.Path(f)) == nil:
+			c.where[f] = -1
+			c.pool.Release(t, c.sizes[f])
+			removed = true
+		}
+		c.orphans[i] = c.orphans[len(c.orphans)-1]
+		c.orphans = c.orphans[:len(c.orphans)-1]
+	}
+	return removed
 }
 
 // settled reports whether file f's size and place are known.
@@ -313,12 +368,16 @@ func (c *clairvoyant) onOpen(ev Event) {
 		return
 	}
 	st := c.stream(ev)
-	cur := c.follow(st, f)
+	cur, locked := c.follow(st, f)
+	if !locked {
+		c.learnFrom(st, f)
+	}
 	switch {
 	case cur == nil:
 		addU64(&ld.unpredicted, 1)
-		c.learnFrom(st, f)
-		c.react.onOpen(ev)
+		if c.hopeless(st, f) { // else it is predicted soon: a copy now would take a placed file's room
+			c.react.onOpen(ev)
+		}
 	case ev.Tier >= 0:
 		addU64(&ld.pred_hits, 1)
 	case c.pending[f]:
@@ -328,6 +387,9 @@ func (c *clairvoyant) onOpen(ev Event) {
 	}
 	if cur != nil {
 		c.seen[f] = int32(cur.epoch + 1)
+	}
+	if locked {
+		st.last, cur.reader = cur, st
 	}
 	c.opens[[2]int{ev.PID, ev.FD}] = f
 	c.acc.add(cur != nil)
@@ -339,10 +401,12 @@ func (c *clairvoyant) onOpen(ev Event) {
 // follow moves the cursor stream st follows in f's dataset past f, if f
 // is where its order expects it; else it tries the other cursors of that
 // dataset (a stream's first opens, or a worker of its own stream) and
-// follows the one that expects f. It returns the cursor, or nil.
+// follows the one that expects f. It returns the cursor that expected f,
+// or nil, and whether st follows it (a provisional cursor is moved on,
+// but the stream's own sampler is still learned).
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) follow(st *stream, f seed.FileID) *cursor {
+func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 	for _, tr := range st.by {
 		cur := tr.cur
 		if cur == nil {
@@ -354,7 +418,7 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) *cursor {
 		}
 		if c.advance(cur, idx, tr.trusted()) {
 			tr.hit()
-			return cur
+			return cur, true
 		}
 		if tr.miss() { // lost it: learn again
 			tr.cur = nil
@@ -363,21 +427,26 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) *cursor {
 			c.streamsChanged = true
 			c.dropUnfollowed()
 		}
-		return nil
+		return nil, false
 	}
 	for _, cur := range c.cursors {
 		if tr := st.by[cur.ds.Dir]; tr != nil && (tr.cur != nil || tr.distrusted()) {
 			continue
 		}
-		if idx, in := cur.ds.Index(f); in && c.expects(cur, idx) && c.advance(cur, idx, false) {
-			tr := st.track(cur.ds.Dir)
-			tr.cur, tr.why, tr.misses = cur, "", 0
-			tr.hit()
-			c.streamsChanged = true
-			return cur
+		idx, in := cur.ds.Index(f)
+		if !in || !c.expects(cur, idx) || !c.advance(cur, idx, false) {
+			continue
 		}
+		if cur.provisional {
+			return cur, false
+		}
+		tr := st.track(cur.ds.Dir)
+		st.lock(tr, cur)
+		tr.hit()
+		c.streamsChanged = true
+		return cur, true
 	}
-	return nil
+	return nil, false
 }
 
 // expects says whether cur's order has idx near its position (or
@@ -433,23 +502,28 @@ func abs(x int) int {
 }
 
 // dropUnfollowed removes the learned cursors no stream follows any more,
-// and replans without them.
+// and the provisional ones once every stream follows one of its own or
+// the configured seed explained none: and replans without them.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) dropUnfollowed() {
 	followed := map[*cursor]bool{}
+	all := true
 	for _, st := range c.streams {
+		all = all && st.following()
 		for _, tr := range st.by {
 			followed[tr.cur] = true
 		}
 	}
 	kept := c.cursors[:0]
 	for _, cur := range c.cursors {
-		if !cur.learned || followed[cur] {
+		told := !cur.learned && !cur.provisional
+		if told || followed[cur] || (cur.provisional && !all && !c.unexplained) {
 			kept = append(kept, cur)
 		}
 	}
 	if len(kept) != len(c.cursors) {
+		clear(c.cursors[len(kept):])
 		c.cursors = kept
 		c.replan()
 	}
@@ -526,7 +600,7 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 			cur.aPos++
 			continue
 		}
-		queued, ok := c.fetch(f)
+		queued, ok := c.fetch(f, stagedFor{cur, cur.aEpoch, cur.aPos})
 		if !ok {
 			return false // wait for a size, or for reads to free staging room
 		}
@@ -542,29 +616,92 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 // place is not settled yet, or the staging budget has no room.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) fetch(f seed.FileID) (queued, ok bool) {
+func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 	if !c.settled(f) {
 		return false, false // wait for its size
 	}
 	size := c.sizes[f]
+	if _, staged := c.staged[f]; staged {
+		return false, false // staged for an earlier read, and dropped after it: wait, then stage it again
+	}
 	if c.where[f] >= 0 || c.pending[f] || size < 0 {
 		return false, true
 	}
 	path := c.cat.Path(f)
-	if t := c.place.Tier[f]; t >= 0 && c.pool.FetchTo(path, size, t) {
+	if t := c.place.Tier[f]; t >= 0 && (c.pool.FetchTo(path, size, t) || (c.evict(t, size) && c.pool.FetchTo(path, size, t))) {
 		c.queued(f, path)
 		return true, true
 	}
-	if c.stagedBytes+size > c.stage {
+	if c.idle(at.cur) { // stage for it when it is read again, not in others' way
 		return false, false
 	}
-	if c.pool.FetchTo(path, size, 0) {
+	if c.stagedBytes+size > c.stage && (c.reclaim() == 0 || c.stagedBytes+size > c.stage) {
+		return false, false
+	}
+	if c.pool.FetchTo(path, size, 0) || (c.evict(0, size) && c.pool.FetchTo(path, size, 0)) {
 		c.queued(f, path)
-		c.staged[f] = true
+		c.staged[f] = at
 		c.stagedBytes += size
 		return true, true
 	}
 	return false, true
+}
+
+// reclaim drops the staged copies no read will come for soon: their
+// cursor is gone, or has passed them (read from the original before the
+// copy was there, or before the cursor was learned), or is idle while
+// others read (a training set's next epoch waits while its validation
+// set is read). It returns how many.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) reclaim() int {
+	if time.Since(c.reclaimed) < reclaimEvery { // it walks every staged copy
+		return 0
+	}
+	c.reclaimed = time.Now()
+	live := map[*cursor]bool{}
+	for _, cur := range c.cursors {
+		live[cur] = true
+	}
+	n := 0
+	for f, at := range c.staged {
+		cur := at.cur
+		passed := at.epoch < cur.epoch-1 || (at.epoch < cur.epoch && at.pos < len(cur.order(at.epoch))-cur.window) ||
+			(at.epoch == cur.epoch && at.pos < cur.pos-cur.window)
+		if (!live[cur] || passed || c.idle(cur)) && c.unstage(f) {
+			n++
+			if live[cur] && !passed && (at.epoch < cur.aEpoch || (at.epoch == cur.aEpoch && at.pos < cur.aPos)) {
+				cur.aEpoch, cur.aPos = at.epoch, at.pos // staged again when it reads again
+			}
+		}
+	}
+	return n
+}
+
+// idle says whether cur waits while its stream reads another dataset
+// (a training set's next epoch while its validation set is read).
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) idle(cur *cursor) bool {
+	return cur.reader != nil && cur.reader.last != cur
+}
+
+// reclaimEvery is how often a full staging budget is searched for copies
+// no read will come for.
+const reclaimEvery = 20 * time.Millisecond
+
+// unstage removes staged copy f from tier 0, unless it is being copied.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) unstage(f seed.FileID) bool {
+	if c.pending[f] || c.where[f] != 0 || c.l.tiers[0].tree.Remove(c.cat.Path(f)) != nil {
+		return false
+	}
+	delete(c.staged, f)
+	c.where[f] = -1
+	c.stagedBytes -= c.sizes[f]
+	c.pool.Release(0, c.sizes[f])
+	return true
 }
 
 // queued records that file f's copy is queued.
@@ -595,20 +732,20 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		if errors.Is(res.Err, fetchpool.ErrHeld) {
 			addU64(&ld.copies_held, 1)
 		}
-		if c.staged[f] {
+		if _, staged := c.staged[f]; staged {
 			delete(c.staged, f)
 			c.stagedBytes -= c.sizes[f]
 		}
 		c.l.log.Debug().Msgf("prefetch %s: %v", res.Path, res.Err)
 		return
 	}
-	if c.staged[f] {
+	if _, staged := c.staged[f]; staged {
 		c.stagedBytes += res.Bytes - c.sizes[f]
 	}
 	c.sizes[f] = res.Bytes // what the tier now holds: a file that changed since its stat is released by its copy's size
 	c.where[f] = int8(res.Tier)
 	c.l.copied(res.Path)
-	if c.staged[f] && res.Tier != 0 { // moved on by a tier failure: not staged
+	if _, staged := c.staged[f]; staged && res.Tier != 0 { // moved on by a tier failure: not staged
 		delete(c.staged, f)
 		c.stagedBytes -= c.sizes[f]
 	}
@@ -629,16 +766,9 @@ func (c *clairvoyant) onClose(ev Event) {
 		return
 	}
 	delete(c.opens, key)
-	if !c.staged[f] || c.pending[f] || c.where[f] != 0 {
+	if _, staged := c.staged[f]; !staged || !c.unstage(f) {
 		return
 	}
-	if c.l.tiers[0].tree.Remove(c.cat.Path(f)) != nil {
-		return
-	}
-	delete(c.staged, f)
-	c.where[f] = -1
-	c.stagedBytes -= c.sizes[f]
-	c.pool.Release(0, c.sizes[f])
 	c.publishCounts()
 	c.pumpAll()
 }
@@ -657,7 +787,7 @@ func (c *clairvoyant) forget(d dropped) {
 		return
 	}
 	c.where[f] = -1
-	if c.staged[f] {
+	if _, staged := c.staged[f]; staged {
 		delete(c.staged, f)
 		c.stagedBytes -= c.sizes[f]
 	}

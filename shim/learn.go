@@ -36,10 +36,10 @@ func (id streamID) String() string {
 
 // stream is what the leader knows of one stream.
 type stream struct {
-	id    streamID
-	by    map[string]*track // by dataset directory
-	kept  int               // opens no cursor explained, over its life
-	since time.Time         // its first open
+	id   streamID
+	by   map[string]*track // by dataset directory
+	kept int               // opens no cursor explained, over its life
+	last *cursor           // the cursor its last open moved
 }
 
 // track is one stream's learning of one dataset directory.
@@ -49,9 +49,15 @@ type track struct {
 	asking  bool      // an inference is under way
 	misses  int       // opens in a row its cursor did not expect
 	retryAt time.Time // no inference before: the last found nothing
+	failed  bool      // the last inference found nothing
 	why     string    // why it follows none, when it does not
-	opens   uint64    // opens its cursor expected
 	acc     hits      // of its recent opens in the cursor's dataset
+	// For augur stat: opens its cursors expected; opens before the
+	// first lock, and the time from the stream's first open to it;
+	// opens no cursor expected after it.
+	opens, before, after uint64
+	first                time.Time     // its first open
+	lockedIn             time.Duration // from first to the lock; 0: never locked
 }
 
 const (
@@ -82,7 +88,7 @@ func (c *clairvoyant) stream(ev Event) *stream {
 			}
 		}
 	}
-	st := &stream{id: id, by: map[string]*track{}, since: time.Now()}
+	st := &stream{id: id, by: map[string]*track{}}
 	c.streams[id] = st
 	c.streamsChanged = true
 	return st
@@ -92,7 +98,7 @@ func (c *clairvoyant) stream(ev Event) *stream {
 func (st *stream) track(dir string) *track {
 	tr, ok := st.by[dir]
 	if !ok {
-		tr = &track{}
+		tr = &track{first: time.Now()}
 		st.by[dir] = tr
 	}
 	return tr
@@ -107,6 +113,23 @@ func (st *stream) following() bool {
 	return false
 }
 
+// lock makes tr follow cur from now.
+func (st *stream) lock(tr *track, cur *cursor) {
+	tr.cur, tr.why, tr.misses = cur, "", 0
+	if tr.lockedIn == 0 {
+		tr.lockedIn = max(time.Since(tr.first), time.Nanosecond)
+	}
+}
+
+// unexpected counts an open of dir's dataset no cursor expected.
+func (tr *track) unexpected() {
+	if tr.lockedIn == 0 {
+		tr.before++
+	} else {
+		tr.after++
+	}
+}
+
 // hit counts an open tr's cursor expected.
 func (tr *track) hit() {
 	tr.misses = 0
@@ -119,6 +142,7 @@ func (tr *track) hit() {
 // a row off it, or a few when most recent ones were.
 func (tr *track) miss() bool {
 	tr.misses++
+	tr.after++
 	tr.acc.add(false)
 	return tr.misses > max(lostAfter, tr.cur.window) || (tr.misses > 4 && tr.distrusted())
 }
@@ -147,12 +171,16 @@ func (c *clairvoyant) dataset(dir string) *seed.Dataset {
 }
 
 // learnFrom keeps file f, which no cursor of st explained, for every
-// directory it could be the dataset of, and asks for an inference when
-// enough are kept.
+// directory it could be the dataset of, up to the nearest one whose
+// cursor st follows, and asks for an inference when enough are kept:
+// for the nearest directory first (a script that lists root/val reads
+// root/val's files in order, and so, by chance, in root's order), and
+// for the next one out only while nearer ones found nothing.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) learnFrom(st *stream, f seed.FileID) {
 	st.kept++
+	asked, now := false, time.Now()
 	for _, dir := range c.cat.Candidates(f) {
 		ds := c.dataset(dir)
 		if ds == nil {
@@ -160,18 +188,48 @@ func (c *clairvoyant) learnFrom(st *stream, f seed.FileID) {
 		}
 		tr := st.track(dir)
 		if tr.cur != nil {
-			continue
+			return // its cursor missed this one
 		}
+		tr.unexpected()
 		idx, _ := ds.Index(f)
 		tr.seen = append(tr.seen, idx)
 		if len(tr.seen) > maxSeen {
 			tr.seen = slices.Delete(tr.seen, 0, maxSeen/2) // the latest place the stream
 		}
-		n := len(tr.seen)
-		if !tr.asking && n >= seed.MinSeen && n&(n-1) == 0 && !time.Now().Before(tr.retryAt) { // at 16, 32, 64, ...
-			c.ask(st, tr, ds)
+		switch n := len(tr.seen); {
+		case asked || now.Before(tr.retryAt): // found nothing lately: the next one out
+		case tr.asking:
+			asked = true
+		case n >= seed.MinSeen && n&(n-1) == 0: // at 16, 32, 64, ...
+			c.ask(st, tr, ds, dir == c.outermost(f))
+			asked = true
+		default:
+			asked = true // wait for the nearest
 		}
 	}
+}
+
+// hopeless says whether stream st's open of f will not be predicted:
+// nothing explained its opens of f's outermost candidate directory (nor,
+// since those are asked first, of the nearer ones).
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) hopeless(st *stream, f seed.FileID) bool {
+	tr, ok := st.by[c.outermost(f)]
+	return ok && tr.failed
+}
+
+// outermost is the last candidate directory of f that is a dataset.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) outermost(f seed.FileID) string {
+	cands := c.cat.Candidates(f)
+	for i := len(cands) - 1; i >= 0; i-- {
+		if c.dataset(cands[i]) != nil {
+			return cands[i]
+		}
+	}
+	return ""
 }
 
 // learnReq asks the inferrer to explain what a stream opened of a
@@ -180,29 +238,42 @@ type learnReq struct {
 	id    streamID
 	ds    *seed.Dataset
 	seen  []int
+	asked time.Time
 	hints []seed.Hints // tried in turn
 	seeds []int64      // all the seeds tried, for the reason when none explains
+	last  bool         // ds is the outermost candidate: if it fails, all did
 }
 
-// ask hands st's kept indices of dir to the inferrer. A stream that
-// followed a cursor before is tried first near the epoch it was at.
+// ask hands st's kept indices of dir to the inferrer. What is known is
+// tried first, where fewer candidates need fewer opens to tell them
+// apart (16 opens of 60 files cannot single out one of 2,000 candidate
+// permutations, but can one of two): the configuration's sampler near
+// its epoch, and for a stream that followed a cursor before, near the
+// epoch it was at (a restart, a new epoch). Then every epoch of the
+// configured seed and 0.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) ask(st *stream, tr *track, ds *seed.Dataset) {
+func (c *clairvoyant) ask(st *stream, tr *track, ds *seed.Dataset, last bool) {
+	torch := torchVersion(c.l.cfg.Access.Torch)
 	seeds := []int64{c.l.cfg.Seed}
 	if c.l.cfg.Seed != 0 {
 		seeds = append(seeds, 0)
 	}
 	var hints []seed.Hints
-	for _, cur := range c.cursors { // near where the job was: a restart, a new epoch
-		if cur.ds == ds && cur.learned {
-			seeds = append([]int64{cur.found.Seed}, seeds...)
-			hints = append(hints, seed.Hints{Seeds: seeds[:1], EpochFrom: max(cur.epoch-2, 0), EpochTo: cur.epoch + 3, Rank: -1})
-			break
+	for _, cur := range c.cursors {
+		switch {
+		case cur.ds != ds || cur.sampler == nil || cur.key.replicas == 0:
+		case cur.provisional:
+			// Not its world size: any rank's reads fit a world of one.
+			hints = append(hints, seed.Hints{Seeds: []int64{cur.key.seed}, Rank: -1,
+				EpochFrom: cur.epoch, EpochTo: cur.epoch + 1, Torch: torch})
+		case cur.learned:
+			hints = append(hints, seed.Hints{Seeds: []int64{cur.found.Seed}, EpochFrom: max(cur.epoch-2, 0),
+				EpochTo: cur.epoch + 3, Rank: -1, Torch: torch})
 		}
 	}
-	hints = append(hints, seed.Hints{Seeds: seeds, Rank: -1, Torch: torchVersion(c.l.cfg.Access.Torch)})
-	req := learnReq{id: st.id, ds: ds, seen: slices.Clone(tr.seen), hints: hints, seeds: seeds}
+	hints = append(hints, seed.Hints{Seeds: seeds, Rank: -1, Torch: torch})
+	req := learnReq{id: st.id, ds: ds, seen: slices.Clone(tr.seen), asked: time.Now(), hints: hints, seeds: seeds, last: last}
 	select {
 	case c.learn <- req:
 		tr.asking = true
@@ -239,6 +310,7 @@ func (c *clairvoyant) inferrer() {
 					break
 				}
 			}
+			c.l.log.Debug().Msgf("inference for %s over %d opens of %s: %v in %v, asked %v ago", req.id, len(req.seen), dirName(req.ds.Dir), err, time.Since(t0), time.Since(req.asked))
 			c.learned(req, f, err, time.Since(t0))
 		}
 	}
@@ -267,9 +339,14 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 		if errors.Is(err, seed.ErrNoCandidate) {
 			// Searching again costs as much: not before ten times as long.
 			tr.retryAt = time.Now().Add(max(time.Second, 10*took))
-			tr.why = c.unexplained(req, err)
+			tr.failed = true
+			tr.why = c.whyUnexplained(req, err)
 			c.streamsChanged = true
-			if !c.warned[dir] {
+			if req.last {
+				c.unexplained = true
+				c.dropUnfollowed()
+			}
+			if req.last && !c.warned[dir] {
 				c.warned[dir] = true
 				c.l.log.Warn().Msgf("%s: %s", st.id, tr.why)
 			}
@@ -280,17 +357,39 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 	if cur == nil {
 		return
 	}
-	tr.cur, tr.why, tr.misses, tr.acc = cur, "", 0, hits{}
+	st.lock(tr, cur)
+	tr.acc, tr.failed = hits{}, false
+	c.catchUp(cur, tr.seen)
 	for _, other := range st.by { // the other candidates were not it
 		other.seen = nil
 	}
 	c.l.log.Info().Msgf("%s reads %s", st.id, cur.describe())
+	c.dropUnfollowed()
 	c.publishStreams()
 	c.pumpAll()
 }
 
-// unexplained says why a stream's opens of a directory follow no cursor.
-func (c *clairvoyant) unexplained(req learnReq, err error) string {
+// catchUp moves a cursor just learned past the indices its stream read
+// (those the inference saw and those read while it ran), and marks them
+// read, so that prefetching starts where the stream is.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) catchUp(cur *cursor, read []int) {
+	for _, idx := range read {
+		if p := int(cur.positions(cur.epoch)[idx]); p >= 0 {
+			cur.pos = max(cur.pos, p+1)
+		} else if p := int(cur.positions(cur.epoch + 1)[idx]); p >= 0 && p <= cur.window {
+			cur.epoch, cur.pos = cur.epoch+1, p+1
+		} else {
+			continue
+		}
+		c.seen[cur.ds.File(idx)] = int32(cur.epoch + 1)
+	}
+	cur.aEpoch, cur.aPos = cur.epoch, max(cur.pos-cur.window, 0)
+}
+
+// whyUnexplained says why a stream's opens of a directory follow no cursor.
+func (c *clairvoyant) whyUnexplained(req learnReq, err error) string {
 	seeds := make([]string, len(req.seeds))
 	for i, s := range req.seeds {
 		seeds[i] = fmt.Sprint(s)
@@ -300,8 +399,12 @@ func (c *clairvoyant) unexplained(req learnReq, err error) string {
 	if !errors.Is(err, seed.ErrNoCandidate) || err.Error() != seed.ErrNoCandidate.Error() {
 		what = err.Error()
 	}
+	where := dirName(req.ds.Dir)
+	if req.last {
+		where += " or any directory below it"
+	}
 	return fmt.Sprintf("%s explains its %d opens of %s; what it opens there is copied on first read (is the script's seed %d?)",
-		what, len(req.seen), dirName(req.ds.Dir), c.l.cfg.Seed)
+		what, len(req.seen), where, c.l.cfg.Seed)
 }
 
 func dirName(dir string) string {
@@ -372,7 +475,8 @@ func (c *clairvoyant) publishStreams() {
 			if tr.cur == nil && tr.why == "" {
 				continue
 			}
-			row := StreamStats{Stream: id.String(), Dataset: dir, Accuracy: tr.acc.rate(), Opens: tr.opens, Why: tr.why}
+			row := StreamStats{Stream: id.String(), Dataset: dir, Accuracy: tr.acc.rate(), Opens: tr.opens, Why: tr.why,
+				BeforeLock: tr.before, AfterLock: tr.after, LockSeconds: tr.lockedIn.Seconds()}
 			if cur := tr.cur; cur != nil {
 				row.Sampler, row.Epoch = "DistributedSampler", cur.epoch
 				row.Shuffle, row.Seed, row.WorldSize, row.Rank = cur.key.shuffle, cur.key.seed, cur.key.replicas, cur.key.rank

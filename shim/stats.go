@@ -85,6 +85,12 @@ type StreamStats struct {
 	Accuracy  float64 `json:"accuracy"` // of its recent opens of this dataset, the share its cursor expected
 	Opens     uint64  `json:"opens"`    // its opens its cursor expected
 	Why       string  `json:"why,omitempty"`
+	// Opens of the dataset before the stream first followed a cursor
+	// there, and after (those no cursor expected), and the seconds from
+	// the stream's first open to that lock.
+	BeforeLock  uint64  `json:"opens_before_lock"`
+	AfterLock   uint64  `json:"unexpected_opens_after_lock"`
+	LockSeconds float64 `json:"seconds_to_lock"`
 }
 
 // Stats reads the segment's counters.

@@ -1,0 +1,230 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// The clairvoyant policy learns what the job reads from its opens: real
+// PyTorch jobs (test/python/learn_job.py: ImageFolder, a DataLoader with
+// workers, DistributedSampler), told nothing but the dataset, the tiers,
+// the policy and, where the script's is not 0, the seed. Each node is one
+// `augur run` job whose RAM tier holds a quarter of the dataset. Asserted:
+// every sample's bytes; what augur stat says each stream reads; at least
+// 99% of each stream's opens after it locked on expected; and, seen from
+// outside (fanotify, opens of the originals by any process but the
+// leader), at least 90% of the sample opens served from the tier.
+
+const learnJob = "python/learn_job.py"
+
+// learnNode is one node of a set-up: its environment and the command the
+// node's `augur run` runs (several ranks: a shell starts them).
+type learnNode struct {
+	env  []string
+	cmd  []string
+	want []shim.StreamStats // Stream, Dataset, Sampler, Shuffle, Seed, WorldSize, Rank, Epoch (at the end) checked
+}
+
+// job is one rank's learn_job.py command line. Each step computes 10 ms
+// (a GPU's time on the batch, while the DataLoader and augur read ahead):
+// a job that does nothing but read is as fast as its reads, with or
+// without a prefetcher.
+func job(root, layout string, epochs int, opts ...string) []string {
+	abs, _ := filepath.Abs(learnJob)
+	return append([]string{Python, abs, root, layout, fmt.Sprint(epochs), "--compute-ms", "10"}, opts...)
+}
+
+// ranksOnNode runs the ranks' commands (each with its variables) side by side.
+func ranksOnNode(cmds ...[]string) []string {
+	var parts []string
+	for _, c := range cmds {
+		parts = append(parts, strings.Join(c, " ")+" &")
+	}
+	return []string{"sh", "-c", strings.Join(parts, " ") + " wait"}
+}
+
+func TestClairvoyantLearnsTheJob(t *testing.T) {
+	// Small files, many: the staging budget (an eighth of a quarter of the
+	// dataset) must hold more files than the readers have in flight.
+	const classes, per, size = 8, 300, 1000
+	const seed = 7
+	train := func(world, rank, epoch int) shim.StreamStats {
+		return shim.StreamStats{Dataset: "", Sampler: "DistributedSampler", Shuffle: true, Seed: seed,
+			WorldSize: world, Rank: rank, Epoch: epoch}
+	}
+	for _, tc := range []struct {
+		name     string
+		imagenet bool
+		nodes    func(root string) []learnNode
+	}{
+		{name: "env-rank-one-per-node", nodes: func(root string) []learnNode {
+			var nodes []learnNode
+			for r := 0; r < 2; r++ {
+				w := train(2, r, 2)
+				w.Stream = fmt.Sprintf("rank %d", r)
+				nodes = append(nodes, learnNode{env: []string{fmt.Sprintf("RANK=%d", r), "WORLD_SIZE=2"},
+					cmd: job(root, "plain", 3, "--seed", fmt.Sprint(seed)), want: []shim.StreamStats{w}})
+			}
+			return nodes
+		}},
+		{name: "resumed-at-epoch-5", nodes: func(root string) []learnNode {
+			w := train(1, 0, 7)
+			return []learnNode{{cmd: job(root, "plain", 3, "--seed", fmt.Sprint(seed), "--start-epoch", "5"),
+				want: []shim.StreamStats{w}}}
+		}},
+		{name: "imagenet-train-and-val", imagenet: true, nodes: func(root string) []learnNode {
+			// The script's seed is DistributedSampler's default, 0: augur is told none.
+			tr := shim.StreamStats{Dataset: "train", Sampler: "DistributedSampler", Shuffle: true, Seed: 0, WorldSize: 1, Epoch: 1}
+			val := shim.StreamStats{Dataset: "val", Sampler: "DistributedSampler", WorldSize: 1}
+			return []learnNode{{cmd: job(root, "imagenet", 2), want: []shim.StreamStats{tr, val}}}
+		}},
+		{name: "spawn-ranks-in-code", nodes: func(root string) []learnNode {
+			cmd := job(root, "plain", 3, "--seed", fmt.Sprint(seed), "--spawn", "2")
+			return []learnNode{{cmd: cmd, want: []shim.StreamStats{train(2, 0, 2), train(2, 1, 2)}}}
+		}},
+		{name: "torchrun-variables", nodes: func(root string) []learnNode {
+			// Node 1 of two, two ranks per node: global ranks 2 and 3.
+			var cmds [][]string
+			var want []shim.StreamStats
+			for local := 0; local < 2; local++ {
+				g := 2 + local
+				vars := []string{"env", fmt.Sprintf("RANK=%d", g), fmt.Sprintf("LOCAL_RANK=%d", local), "WORLD_SIZE=4",
+					"LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500"}
+				cmds = append(cmds, append(vars, job(root, "plain", 3, "--seed", fmt.Sprint(seed))...))
+				w := train(4, g, 2)
+				w.Stream = fmt.Sprintf("rank %d", g)
+				want = append(want, w)
+			}
+			return []learnNode{{cmd: ranksOnNode(cmds...), want: want}}
+		}},
+		{name: "slurm-variables", nodes: func(root string) []learnNode {
+			var cmds [][]string
+			var want []shim.StreamStats
+			for local := 0; local < 2; local++ {
+				g := 2 + local
+				vars := []string{"env", fmt.Sprintf("SLURM_PROCID=%d", g), fmt.Sprintf("SLURM_LOCALID=%d", local),
+					"SLURM_NTASKS=4", "SLURM_NODEID=1", "SLURM_JOB_NUM_NODES=2"}
+				cmds = append(cmds, append(vars, job(root, "plain", 3, "--seed", fmt.Sprint(seed))...))
+				w := train(4, g, 2)
+				w.Stream = fmt.Sprintf("rank %d", g)
+				want = append(want, w)
+			}
+			return []learnNode{{cmd: ranksOnNode(cmds...), want: want}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCase(t)
+			want := map[string]bool{}
+			var total int64
+			dirs := []string{""}
+			if tc.imagenet {
+				dirs = []string{"train", "val"}
+			}
+			for _, d := range dirs {
+				n := per
+				if d == "val" {
+					n = per / 2
+				}
+				for k := 0; k < classes; k++ {
+					for _, f := range c.RandomFiles(filepath.Join(d, fmt.Sprintf("n%08d", k)), n, size) {
+						p := strings.TrimSuffix(f, filepath.Ext(f)) + ".JPEG"
+						must(t, os.Rename(f, p))
+						want[sha256Of(t, []string{p})[p]] = true
+						total += size
+					}
+				}
+			}
+			nodes := tc.nodes(c.Dataset)
+			obs := ObservePids(t, c.Dataset)
+			var wg sync.WaitGroup
+			outs := make([]string, len(nodes))
+			jobs := make([]string, len(nodes))
+			for i, n := range nodes {
+				nc := *c
+				nc.Env = append([]string{}, c.Env...)
+				jobs[i] = "learn-" + randHex(4)
+				nc.Set("AUGUR_JOB=" + jobs[i])
+				nc.Set("AUGUR_POLICY=clairvoyant")
+				nc.Set(fmt.Sprintf("AUGUR_TIERS=%s:%d", c.RAM+fmt.Sprint(i), total/4))
+				nc.Env = append(nc.Env, n.env...)
+				t.Cleanup(func() { os.RemoveAll(c.RAM + fmt.Sprint(i)) })
+				args := n.cmd
+				if !tc.imagenet {
+					args = append([]string{"--seed", fmt.Sprint(seed), "--"}, args...)
+				} else {
+					args = append([]string{"--"}, args...)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					outs[i], _ = nc.AugurRun(args...)
+				}()
+			}
+			wg.Wait()
+			obs.Stop()
+
+			var leaders []int
+			samples := 0
+			for i, n := range nodes {
+				for _, l := range strings.Split(strings.TrimSpace(outs[i]), "\n") {
+					_, digest, _ := strings.Cut(l, " ")
+					if !want[digest] {
+						t.Fatalf("node %d: a sample's bytes match no file: %q", i, l)
+					}
+					samples++
+				}
+				st := jobStats(t, c, jobs[i])
+				leaders = append(leaders, st.LeaderPID)
+				t.Logf("node %d: opens %d, from tiers %d; predicted: in time %d, late %d, missed %d; unpredicted %d; copies %d; ring dropped %d",
+					i, st.Opens, st.Opens-st.Misses, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted, st.Copies, st.RingDropped)
+				checkStreams(t, i, st.Streams, n.want)
+			}
+			fromOriginals := obs.OpensBy(leaders...)
+			t.Logf("%d sample opens, %d of the originals (by the job's processes)", samples, fromOriginals)
+			if float64(fromOriginals) > 0.1*float64(samples) {
+				t.Errorf("%d of %d sample opens read the originals: under 90%% served from the tier", fromOriginals, samples)
+			}
+		})
+	}
+}
+
+// checkStreams compares augur stat's streams of a node with what the
+// node's ranks read (a rank's processes may be streams of their own:
+// DataLoader workers started by spawn), and checks that 99% of each one's
+// opens after it locked on were expected.
+func checkStreams(t *testing.T, node int, got, want []shim.StreamStats) {
+	t.Helper()
+	matches := func(g, w shim.StreamStats) bool {
+		return (w.Stream == "" || g.Stream == w.Stream) && g.Dataset == w.Dataset && g.Rank == w.Rank
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g shim.StreamStats) bool { return matches(g, w) }) {
+			t.Errorf("node %d: no stream reads %q as rank %d: %+v", node, w.Dataset, w.Rank, got)
+		}
+	}
+	for _, g := range got {
+		i := slices.IndexFunc(want, func(w shim.StreamStats) bool { return matches(g, w) })
+		if i < 0 {
+			t.Errorf("node %d: augur stat shows a stream no rank is: %+v", node, g)
+			continue
+		}
+		w := want[i]
+		if g.Sampler != w.Sampler || g.Shuffle != w.Shuffle || g.WorldSize != w.WorldSize ||
+			(w.Shuffle && (g.Seed != w.Seed || g.Epoch != w.Epoch)) {
+			t.Errorf("node %d: stream %+v, want %+v", node, g, w)
+		}
+		if after := float64(g.Opens) / float64(g.Opens+g.AfterLock); after < 0.99 {
+			t.Errorf("node %d: %s: %.1f%% of the opens after the lock expected (%d of %d)",
+				node, g.Stream, 100*after, g.Opens, g.Opens+g.AfterLock)
+		}
+		t.Logf("node %d: %s %s: %d opens before the lock (%.2f s), %d expected after, %d not",
+			node, g.Stream, g.Dataset, g.BeforeLock, g.LockSeconds, g.Opens, g.AfterLock)
+	}
+}
