@@ -50,11 +50,29 @@ func ranksOnNode(cmds ...[]string) []string {
 	return []string{"sh", "-c", strings.Join(parts, " ") + " wait"}
 }
 
+// node1of2 is node 1 of two with two ranks each (global ranks 2 and 3),
+// each rank started with the launcher's variables vars gives.
+func node1of2(root string, vars func(local, global int) []string) []learnNode {
+	var cmds [][]string
+	var want []shim.StreamStats
+	for local := 0; local < 2; local++ {
+		g := 2 + local
+		cmd := append([]string{"env"}, vars(local, g)...)
+		cmds = append(cmds, append(cmd, job(root, "plain", 3, "--seed", fmt.Sprint(learnSeed))...))
+		want = append(want, shim.StreamStats{Stream: fmt.Sprintf("rank %d", g), Sampler: "DistributedSampler",
+			Shuffle: true, Seed: learnSeed, WorldSize: 4, Rank: g, Epoch: 2})
+	}
+	return []learnNode{{cmd: ranksOnNode(cmds...), want: want}}
+}
+
+// learnSeed is the scripts' DistributedSampler seed where it is not 0.
+const learnSeed = 7
+
 func TestClairvoyantLearnsTheJob(t *testing.T) {
 	// Small files, many: the staging budget (an eighth of a quarter of the
 	// dataset) must hold more files than the readers have in flight.
 	const classes, per, size = 8, 300, 1000
-	const seed = 7
+	const seed = learnSeed
 	train := func(world, rank, epoch int) shim.StreamStats {
 		return shim.StreamStats{Dataset: "", Sampler: "DistributedSampler", Shuffle: true, Seed: seed,
 			WorldSize: world, Rank: rank, Epoch: epoch}
@@ -90,33 +108,16 @@ func TestClairvoyantLearnsTheJob(t *testing.T) {
 			return []learnNode{{cmd: cmd, want: []shim.StreamStats{train(2, 0, 2), train(2, 1, 2)}}}
 		}},
 		{name: "torchrun-variables", nodes: func(root string) []learnNode {
-			// Node 1 of two, two ranks per node: global ranks 2 and 3.
-			var cmds [][]string
-			var want []shim.StreamStats
-			for local := 0; local < 2; local++ {
-				g := 2 + local
-				vars := []string{"env", fmt.Sprintf("RANK=%d", g), fmt.Sprintf("LOCAL_RANK=%d", local), "WORLD_SIZE=4",
+			return node1of2(root, func(local, g int) []string {
+				return []string{fmt.Sprintf("RANK=%d", g), fmt.Sprintf("LOCAL_RANK=%d", local), "WORLD_SIZE=4",
 					"LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500"}
-				cmds = append(cmds, append(vars, job(root, "plain", 3, "--seed", fmt.Sprint(seed))...))
-				w := train(4, g, 2)
-				w.Stream = fmt.Sprintf("rank %d", g)
-				want = append(want, w)
-			}
-			return []learnNode{{cmd: ranksOnNode(cmds...), want: want}}
+			})
 		}},
 		{name: "slurm-variables", nodes: func(root string) []learnNode {
-			var cmds [][]string
-			var want []shim.StreamStats
-			for local := 0; local < 2; local++ {
-				g := 2 + local
-				vars := []string{"env", fmt.Sprintf("SLURM_PROCID=%d", g), fmt.Sprintf("SLURM_LOCALID=%d", local),
+			return node1of2(root, func(local, g int) []string {
+				return []string{fmt.Sprintf("SLURM_PROCID=%d", g), fmt.Sprintf("SLURM_LOCALID=%d", local),
 					"SLURM_NTASKS=4", "SLURM_NODEID=1", "SLURM_JOB_NUM_NODES=2"}
-				cmds = append(cmds, append(vars, job(root, "plain", 3, "--seed", fmt.Sprint(seed))...))
-				w := train(4, g, 2)
-				w.Stream = fmt.Sprintf("rank %d", g)
-				want = append(want, w)
-			}
-			return []learnNode{{cmd: ranksOnNode(cmds...), want: want}}
+			})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
