@@ -369,13 +369,14 @@ func (c *clairvoyant) onOpen(ev Event) {
 	}
 	st := c.stream(ev)
 	cur, locked := c.follow(st, f)
+	hopeless := false
 	if !locked {
-		c.learnFrom(st, f)
+		hopeless = c.learnFrom(st, f)
 	}
 	switch {
 	case cur == nil:
 		addU64(&ld.unpredicted, 1)
-		if c.hopeless(st, f) { // else it is predicted soon: a copy now would take a placed file's room
+		if hopeless { // else it is predicted soon: a copy now would take a placed file's room
 			c.react.onOpen(ev)
 		}
 	case ev.Tier >= 0:
@@ -441,7 +442,7 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 			return cur, false
 		}
 		tr := st.track(cur.ds.Dir)
-		st.lock(tr, cur)
+		tr.lock(cur)
 		tr.hit()
 		c.streamsChanged = true
 		return cur, true

@@ -114,7 +114,7 @@ func (st *stream) following() bool {
 }
 
 // lock makes tr follow cur from now.
-func (st *stream) lock(tr *track, cur *cursor) {
+func (tr *track) lock(cur *cursor) {
 	tr.cur, tr.why, tr.misses = cur, "", 0
 	if tr.lockedIn == 0 {
 		tr.lockedIn = max(time.Since(tr.first), time.Nanosecond)
@@ -175,13 +175,28 @@ func (c *clairvoyant) dataset(dir string) *seed.Dataset {
 // cursor st follows, and asks for an inference when enough are kept:
 // for the nearest directory first (a script that lists root/val reads
 // root/val's files in order, and so, by chance, in root's order), and
-// for the next one out only while nearer ones found nothing.
+// for the next one out only while nearer ones found nothing. It reports
+// whether st's open of f will not be predicted: nothing explained its
+// opens of f's outermost candidate directory (nor, since those are asked
+// first, of the nearer ones).
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) learnFrom(st *stream, f seed.FileID) {
+func (c *clairvoyant) learnFrom(st *stream, f seed.FileID) (hopeless bool) {
 	st.kept++
+	cands := c.cat.Candidates(f)
+	outer := "" // the last candidate that is a dataset
+	for i := len(cands) - 1; i >= 0; i-- {
+		if c.dataset(cands[i]) != nil {
+			outer = cands[i]
+			break
+		}
+	}
+	defer func() {
+		tr, ok := st.by[outer]
+		hopeless = ok && tr.failed
+	}()
 	asked, now := false, time.Now()
-	for _, dir := range c.cat.Candidates(f) {
+	for _, dir := range cands {
 		ds := c.dataset(dir)
 		if ds == nil {
 			continue
@@ -201,35 +216,13 @@ func (c *clairvoyant) learnFrom(st *stream, f seed.FileID) {
 		case tr.asking:
 			asked = true
 		case n >= seed.MinSeen && n&(n-1) == 0: // at 16, 32, 64, ...
-			c.ask(st, tr, ds, dir == c.outermost(f))
+			c.ask(st, tr, ds, dir == outer)
 			asked = true
 		default:
 			asked = true // wait for the nearest
 		}
 	}
-}
-
-// hopeless says whether stream st's open of f will not be predicted:
-// nothing explained its opens of f's outermost candidate directory (nor,
-// since those are asked first, of the nearer ones).
-//
-// Preconditions: c.mu is held.
-func (c *clairvoyant) hopeless(st *stream, f seed.FileID) bool {
-	tr, ok := st.by[c.outermost(f)]
-	return ok && tr.failed
-}
-
-// outermost is the last candidate directory of f that is a dataset.
-//
-// Preconditions: c.mu is held.
-func (c *clairvoyant) outermost(f seed.FileID) string {
-	cands := c.cat.Candidates(f)
-	for i := len(cands) - 1; i >= 0; i-- {
-		if c.dataset(cands[i]) != nil {
-			return cands[i]
-		}
-	}
-	return ""
+	return
 }
 
 // learnReq asks the inferrer to explain what a stream opened of a
@@ -357,7 +350,7 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 	if cur == nil {
 		return
 	}
-	st.lock(tr, cur)
+	tr.lock(cur)
 	tr.acc, tr.failed = hits{}, false
 	c.catchUp(cur, tr.seen)
 	for _, other := range st.by { // the other candidates were not it
