@@ -179,8 +179,12 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 	}
 	for _, cur := range c.cursors {
 		if cur.key == key {
-			if learned && (f.Epoch != cur.epoch || f.Last+1 < cur.pos-cur.window || f.Last+1 > cur.pos+cur.window) {
-				cur.epoch, cur.pos = f.Epoch, f.Last+1 // a restart, or a jump: where the stream is now
+			ahead := f.Epoch > cur.epoch || (f.Epoch == cur.epoch && f.Last+1 > cur.pos+cur.window)
+			behind := f.Epoch < cur.epoch || (f.Epoch == cur.epoch && f.Last+1 < cur.pos-cur.window)
+			// A jump, or a restart; but not back while other streams read
+			// it (a worker's opens seen a while ago, of the same rank).
+			if learned && (ahead || (behind && !c.followed(cur))) {
+				cur.epoch, cur.pos = f.Epoch, f.Last+1
 			}
 			if learned {
 				cur.learned, cur.found, cur.provisional = true, f, false
@@ -204,6 +208,20 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 	c.cursors = append(c.cursors, cur)
 	c.replan()
 	return cur
+}
+
+// followed says whether a stream follows cur.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) followed(cur *cursor) bool {
+	for _, st := range c.streams {
+		for _, tr := range st.by {
+			if tr.cur == cur {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // order is the sequence of dataset indices cur's rank reads in epoch.
@@ -614,7 +632,8 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 
 // fetch queues one file for its tier, or for staging. It reports whether
 // it queued a copy, and false for ok only when the file must wait: its
-// place is not settled yet, or the staging budget has no room.
+// place is not settled yet, its staged copy is for an earlier read, or
+// the staging budget or the first tier has no room.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
@@ -622,7 +641,11 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 		return false, false // wait for its size
 	}
 	size := c.sizes[f]
-	if _, staged := c.staged[f]; staged {
+	if old, staged := c.staged[f]; staged {
+		if c.doomed(old) { // no read will come for it: it is this one's
+			c.staged[f] = at
+			return false, true
+		}
 		return false, false // staged for an earlier read, and dropped after it: wait, then stage it again
 	}
 	if c.where[f] >= 0 || c.pending[f] || size < 0 {
@@ -645,14 +668,13 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 		c.stagedBytes += size
 		return true, true
 	}
-	return false, true
+	return false, false // no room in the tier: wait, rather than pass files by
 }
 
-// reclaim drops the staged copies no read will come for soon: their
-// cursor is gone, or has passed them (read from the original before the
-// copy was there, or before the cursor was learned), or is idle while
-// others read (a training set's next epoch waits while its validation
-// set is read). It returns how many.
+// reclaim drops the staged copies no read will come for soon: doomed
+// ones, and those of a cursor idle while others read (a training set's
+// next epoch waits while its validation set is read). It returns how
+// many.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) reclaim() int {
@@ -660,23 +682,29 @@ func (c *clairvoyant) reclaim() int {
 		return 0
 	}
 	c.reclaimed = time.Now()
-	live := map[*cursor]bool{}
-	for _, cur := range c.cursors {
-		live[cur] = true
-	}
 	n := 0
 	for f, at := range c.staged {
-		cur := at.cur
-		passed := at.epoch < cur.epoch-1 || (at.epoch < cur.epoch && at.pos < len(cur.order(at.epoch))-cur.window) ||
-			(at.epoch == cur.epoch && at.pos < cur.pos-cur.window)
-		if (!live[cur] || passed || c.idle(cur)) && c.unstage(f) {
+		doomed, cur := c.doomed(at), at.cur
+		if (doomed || c.idle(cur)) && c.unstage(f) {
 			n++
-			if live[cur] && !passed && (at.epoch < cur.aEpoch || (at.epoch == cur.aEpoch && at.pos < cur.aPos)) {
+			if !doomed && (at.epoch < cur.aEpoch || (at.epoch == cur.aEpoch && at.pos < cur.aPos)) {
 				cur.aEpoch, cur.aPos = at.epoch, at.pos // staged again when it reads again
 			}
 		}
 	}
 	return n
+}
+
+// doomed says whether no read will come for a staged copy: its cursor is
+// gone, or has passed it (read from the original before the copy was
+// there, or before the cursor was learned).
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) doomed(at stagedFor) bool {
+	cur := at.cur
+	return !slices.Contains(c.cursors, cur) || at.epoch < cur.epoch-1 ||
+		(at.epoch < cur.epoch && at.pos < len(cur.order(at.epoch))-cur.window) ||
+		(at.epoch == cur.epoch && at.pos < cur.pos-cur.window)
 }
 
 // idle says whether cur waits while its stream reads another dataset
@@ -722,7 +750,7 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 	if !ok || !c.pending[f] {
 		c.react.done(res)
 		if ok && res.Err == nil {
-			c.where[f] = int8(res.Tier)
+			c.landed(f, res.Tier)
 		}
 		return
 	}
@@ -744,17 +772,29 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		c.stagedBytes += res.Bytes - c.sizes[f]
 	}
 	c.sizes[f] = res.Bytes // what the tier now holds: a file that changed since its stat is released by its copy's size
-	c.where[f] = int8(res.Tier)
 	c.l.copied(res.Path)
 	if _, staged := c.staged[f]; staged && res.Tier != 0 { // moved on by a tier failure: not staged
 		delete(c.staged, f)
 		c.stagedBytes -= c.sizes[f]
 	}
+	c.landed(f, res.Tier)
 	addU64(&ld.copies, 1)
 	addU64(&ld.copy_bytes, uint64(res.Bytes))
 	c.publishCounts()
 	addU64(&ld.publish_gen, 1) // descriptors of the original look for it
 	c.pumpAll()
+}
+
+// landed records a copy of f made in tier t. One the placement does not
+// keep there (copied for a plan replaced meanwhile, moved on by a full
+// tier, or copied on first read) may be evicted when room is needed.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) landed(f seed.FileID, t int) {
+	c.where[f] = int8(t)
+	if _, staged := c.staged[f]; !staged && c.place.Tier[f] != t {
+		c.orphans = append(c.orphans, f)
+	}
 }
 
 // onClose drops a staged file once read.
