@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 11
+#define AUGUR_ABI_VERSION 12
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -96,6 +96,7 @@ struct augur_leader {
 	uint64_t copy_bytes;
 	/* The clairvoyant policy's view of its prediction. */
 	uint64_t predicted;     /* files the prediction covers */
+	uint64_t sized;         /* of them, files stat'ed: planning is done at predicted */
 	uint64_t pred_hits;     /* predicted opens served from a tier */
 	uint64_t pred_late;     /* predicted opens whose prefetch was still running */
 	uint64_t pred_misses;   /* predicted opens that were not prefetched */

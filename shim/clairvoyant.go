@@ -53,8 +53,7 @@ type clairvoyant struct {
 	reclaimed   time.Time                 // the last search for staged copies no read will come for
 	orphans     []seed.FileID             // copies the placement may not keep where they are
 	opens       map[[2]int]seed.FileID
-	sized       int                      // files whose size is known, of
-	sizeSum     int64                    // this many bytes
+	sized       uint64                   // files stat'ed
 	datasets    map[string]*seed.Dataset // candidates listed so far; nil: not a dataset
 	cursors     []*cursor
 	streams     map[streamID]*stream
@@ -301,6 +300,8 @@ func (c *clairvoyant) measured(i int, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sizes[i], c.where[i] = size, int8(t)
+	c.sized++
+	setU64(&c.l.seg.s.leader.sized, c.sized)
 	if c.place != nil && (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) {
 		c.pumpAll()
 	}

@@ -56,6 +56,7 @@ type Stats struct {
 	Migrated      uint64        `json:"descriptors_moved"`
 	UptimeSeconds float64       `json:"leader_uptime_seconds"`
 	Predicted     uint64        `json:"predicted_files"`
+	Sized         uint64        `json:"sized_files"` // of them, stat'ed so far
 	PredHits      uint64        `json:"prefetch_hits"`
 	PredLate      uint64        `json:"prefetch_late"`
 	PredMisses    uint64        `json:"prefetch_misses"`
@@ -124,6 +125,7 @@ func (s *Segment) Stats() Stats {
 		Waited:        u64(&l.waited),
 		Migrated:      u64(&c.migrated),
 		Predicted:     u64(&l.predicted),
+		Sized:         u64(&l.sized),
 		PredHits:      u64(&l.pred_hits),
 		PredLate:      u64(&l.pred_late),
 		PredMisses:    u64(&l.pred_misses),

@@ -91,8 +91,12 @@ func printStats(w io.Writer, st shim.Stats) {
 	case st.Policy == "clairvoyant" && st.Predicted == 0:
 		fmt.Fprintf(w, "prediction: planning (listing the dataset); copies already in the tiers are served meanwhile\n")
 	case st.Predicted > 0:
-		fmt.Fprintf(w, "prediction: %d files, accuracy %.1f%%; prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
-			st.Predicted, 100*st.Accuracy, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
+		sized := ""
+		if st.Sized < st.Predicted {
+			sized = fmt.Sprintf(" (%d stat'ed so far)", st.Sized)
+		}
+		fmt.Fprintf(w, "prediction: %d files%s, accuracy %.1f%%; prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
+			st.Predicted, sized, 100*st.Accuracy, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
 			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
 		printStreams(w, st.Streams)
 	}
