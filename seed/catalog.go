@@ -19,18 +19,49 @@ import (
 // one is a candidate (Candidates), and Dataset lists it as the script
 // would (exactly as ImageFolder or SortedFiles of that directory).
 //
-// Files have ids: those of one directory are consecutive, in name order.
-// A Catalog keeps per file its name and an offset (some 30 bytes for
-// ImageNet's names), and per directory its path and children; it is safe
-// for concurrent use once built.
+// Files have ids: those of one directory are consecutive, in name order,
+// and those of a directory's subtree too. A Catalog keeps per file its
+// name and an offset (some 24 bytes for ImageNet's names), and per
+// directory its path and children; it is safe for concurrent use once
+// built.
 type Catalog struct {
-	Root   string
-	kind   string   // LayoutImageFolder or LayoutFiles
-	dirs   []cdir   // by id; 0 is the root
-	names  []byte   // file names back to back
-	nameAt []uint32 // file f's name is names[nameAt[f]:nameAt[f+1]]
-	byRel  map[string]int32
-	list   []FileID // ListCatalog: the root dataset's order
+	Root  string
+	kind  string // LayoutImageFolder or LayoutFiles
+	dirs  []cdir // by id; 0 is the root
+	files int
+	byRel map[string]int32
+	list  []FileID // ListCatalog: the root dataset's order
+}
+
+// names are a directory's file names back to back, in order: packed as
+// the directory is listed, so that a walk of millions of files never
+// holds a string per file.
+type names struct {
+	b   []byte
+	end []uint32 // name k is b[end[k-1]:end[k]]
+}
+
+func packNames(ns []string) names {
+	size := 0
+	for _, n := range ns {
+		size += len(n)
+	}
+	p := names{b: make([]byte, 0, size), end: make([]uint32, 0, len(ns))}
+	for _, n := range ns {
+		p.b = append(p.b, n...)
+		p.end = append(p.end, uint32(len(p.b)))
+	}
+	return p
+}
+
+func (p names) len() int { return len(p.end) }
+
+func (p names) at(k int) string {
+	from := uint32(0)
+	if k > 0 {
+		from = p.end[k-1]
+	}
+	return string(p.b[from:p.end[k]])
 }
 
 // cdir is one directory of a walk, as os.walk(followlinks=True) reaches
@@ -41,6 +72,7 @@ type cdir struct {
 	subs   []int32 // subdirectories (symlinks to directories too), by name
 	first  int32   // its files are first, first+1, ... first+count-1, by name
 	count  int32
+	names  names
 }
 
 // FileID names a file of a Catalog.
@@ -92,7 +124,7 @@ func ListCatalog(root string, rels []string) *Catalog {
 			}
 		}
 		w := byDir[d]
-		w.files = append(w.files, r[strings.LastIndexByte(r, '/')+1:])
+		w.listed = append(w.listed, r[strings.LastIndexByte(r, '/')+1:])
 	}
 	slices.SortFunc(dirs, func(a, b string) int { // the root first, parents before children
 		if c := strings.Count(a, "/") - strings.Count(b, "/"); a != "" && b != "" && c != 0 {
@@ -103,8 +135,8 @@ func ListCatalog(root string, rels []string) *Catalog {
 	ws := make([]walked, 0, len(dirs))
 	for _, d := range dirs {
 		w := byDir[d]
-		slices.SortFunc(w.files, pyCompare)
-		w.files = slices.Compact(w.files)
+		slices.SortFunc(w.listed, pyCompare)
+		w.files, w.listed = packNames(slices.Compact(w.listed)), nil
 		if d != "" {
 			p := byDir[parentRel(d)]
 			p.subs = append(p.subs, d[strings.LastIndexByte(d, '/')+1:])
@@ -125,9 +157,10 @@ func ListCatalog(root string, rels []string) *Catalog {
 
 // walked is one directory as the walk saw it.
 type walked struct {
-	rel   string
-	subs  []string // names
-	files []string // kept, by name
+	rel    string
+	subs   []string // names
+	files  names    // kept, by name
+	listed []string // ListCatalog's, before they are packed into files
 }
 
 type treeWalker struct {
@@ -207,16 +240,18 @@ func (w *treeWalker) list(rel string) (walked, error) {
 		w.listed(len(entries))
 	}
 	d := walked{rel: rel}
+	var files []string
 	for _, e := range entries {
 		switch {
 		case isDirFollow(dir, e):
 			d.subs = append(d.subs, e.Name())
 		case w.keep(dir, e.Name()):
-			d.files = append(d.files, e.Name())
+			files = append(files, e.Name())
 		}
 	}
 	slices.SortFunc(d.subs, pyCompare)
-	slices.SortFunc(d.files, pyCompare)
+	slices.SortFunc(files, pyCompare)
+	d.files = packNames(files)
 	return d, nil
 }
 
@@ -226,16 +261,9 @@ func build(root, kind string, ws []walked) *Catalog {
 	for i, w := range ws {
 		c.byRel[w.rel] = int32(i)
 	}
-	size := 0
-	for _, w := range ws {
-		for _, f := range w.files {
-			size += len(f)
-		}
-	}
-	c.names = make([]byte, 0, size)
 	c.dirs = make([]cdir, len(ws))
 	for i, w := range ws {
-		d := cdir{rel: w.rel, parent: -1, first: int32(len(c.nameAt)), count: int32(len(w.files))}
+		d := cdir{rel: w.rel, parent: -1, first: int32(c.files), count: int32(w.files.len()), names: w.files}
 		if i > 0 {
 			d.parent = c.byRel[parentRel(w.rel)]
 		}
@@ -244,13 +272,9 @@ func build(root, kind string, ws []walked) *Catalog {
 				d.subs = append(d.subs, id)
 			}
 		}
-		for _, f := range w.files {
-			c.nameAt = append(c.nameAt, uint32(len(c.names)))
-			c.names = append(c.names, f...)
-		}
+		c.files += w.files.len()
 		c.dirs[i] = d
 	}
-	c.nameAt = append(c.nameAt, uint32(len(c.names)))
 	return c
 }
 
@@ -262,7 +286,7 @@ func parentRel(rel string) string {
 }
 
 // NumFiles is how many files the walk kept.
-func (c *Catalog) NumFiles() int { return len(c.nameAt) - 1 }
+func (c *Catalog) NumFiles() int { return c.files }
 
 // dirOf is the directory holding file f.
 func (c *Catalog) dirOf(f FileID) int32 {
@@ -271,10 +295,11 @@ func (c *Catalog) dirOf(f FileID) int32 {
 	return int32(sort.Search(len(c.dirs), func(i int) bool { return c.dirs[i].first+c.dirs[i].count > int32(f) }))
 }
 
-func (c *Catalog) name(f FileID) string { return string(c.names[c.nameAt[f]:c.nameAt[f+1]]) }
-
 // Rel is file f's path relative to the root.
-func (c *Catalog) Rel(f FileID) string { return joinRel(c.dirs[c.dirOf(f)].rel, c.name(f)) }
+func (c *Catalog) Rel(f FileID) string {
+	d := &c.dirs[c.dirOf(f)]
+	return joinRel(d.rel, d.names.at(int(int32(f)-d.first)))
+}
 
 // Path is file f's absolute path.
 func (c *Catalog) Path(f FileID) string { return c.Root + "/" + c.Rel(f) }
@@ -291,8 +316,8 @@ func (c *Catalog) Lookup(path string) (FileID, bool) {
 	}
 	name := rel[strings.LastIndexByte(rel, '/')+1:]
 	dd := c.dirs[d]
-	i := sort.Search(int(dd.count), func(i int) bool { return pyCompare(c.name(FileID(dd.first)+FileID(i)), name) >= 0 })
-	if i < int(dd.count) && c.name(FileID(dd.first)+FileID(i)) == name {
+	i := sort.Search(int(dd.count), func(i int) bool { return pyCompare(dd.names.at(i), name) >= 0 })
+	if i < int(dd.count) && dd.names.at(i) == name {
 		return FileID(dd.first) + FileID(i), true
 	}
 	return 0, false
@@ -326,7 +351,8 @@ type Dataset struct {
 	segs  []segment       // ImageFolder: directories in list order
 	segOf map[int32]int32 // ImageFolder: directory → its segment
 	order []FileID        // SortedFiles: the files in list order
-	index map[FileID]int32
+	lo    FileID          // SortedFiles: the least file of order
+	index []int32         // SortedFiles: index of file lo+k, -1 if none
 }
 
 // segment is one directory's files within a dataset's list, from start.
@@ -349,12 +375,7 @@ func (c *Catalog) Dataset(rel string) (*Dataset, error) {
 			return nil, fmt.Errorf("%w: a file list is one dataset, its root's", ErrLayout)
 		}
 		ds.order, ds.n = c.list, len(c.list)
-		ds.index = make(map[FileID]int32, ds.n)
-		for i, f := range ds.order {
-			if _, dup := ds.index[f]; !dup {
-				ds.index[f] = int32(i)
-			}
-		}
+		ds.indexOrder()
 		return ds, nil
 	}
 	if c.kind == LayoutFiles {
@@ -365,10 +386,7 @@ func (c *Catalog) Dataset(rel string) (*Dataset, error) {
 		}
 		slices.SortFunc(ds.order, func(a, b FileID) int { return pyCompare(c.Rel(a), c.Rel(b)) })
 		ds.n = len(ds.order)
-		ds.index = make(map[FileID]int32, ds.n)
-		for i, f := range ds.order {
-			ds.index[f] = int32(i)
-		}
+		ds.indexOrder()
 		return ds, nil
 	}
 	classes := c.dirs[top].subs
@@ -397,6 +415,25 @@ func (c *Catalog) Dataset(rel string) (*Dataset, error) {
 	return ds, nil
 }
 
+// indexOrder indexes ds.order: 4 bytes per file between its least and
+// greatest (a subtree's files are consecutive), not a map entry per file.
+// A file listed twice has its first index.
+func (ds *Dataset) indexOrder() {
+	if len(ds.order) == 0 {
+		return
+	}
+	lo, hi := slices.Min(ds.order), slices.Max(ds.order)
+	ds.lo, ds.index = lo, make([]int32, hi-lo+1)
+	for k := range ds.index {
+		ds.index[k] = -1
+	}
+	for i, f := range ds.order {
+		if k := f - lo; ds.index[k] < 0 {
+			ds.index[k] = int32(i)
+		}
+	}
+}
+
 // subtree is directory d and every directory below it.
 func (c *Catalog) subtree(d int32) []int32 {
 	out := []int32{d}
@@ -422,8 +459,10 @@ func (ds *Dataset) File(i int) FileID {
 // Index is the index of file f in the dataset, if it is in it.
 func (ds *Dataset) Index(f FileID) (int, bool) {
 	if ds.order != nil {
-		i, ok := ds.index[f]
-		return int(i), ok
+		if f < ds.lo || int(f-ds.lo) >= len(ds.index) || ds.index[f-ds.lo] < 0 {
+			return 0, false
+		}
+		return int(ds.index[f-ds.lo]), true
 	}
 	d := ds.cat.dirOf(f)
 	k, ok := ds.segOf[d]

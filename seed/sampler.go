@@ -76,29 +76,7 @@ func (s *DistributedSampler) numSamples() int {
 }
 
 // Epoch returns the indices rank reads in epoch e.
-func (s *DistributedSampler) Epoch(e int) []int {
-	checkEpoch(e)
-	if !s.setEpoch {
-		e = 0
-	}
-	var perm []int
-	if s.shuffle {
-		// seed + epoch wraps like the uint64 torch keeps; only the low 32
-		// bits reach the engine, and those do not depend on the wrap.
-		perm = NewTorchGenerator(uint64(s.seed)+uint64(e)).Randperm(s.n, s.torch)
-	} else {
-		perm = arange(s.n)
-	}
-	k := s.numSamples()
-	out := make([]int, k)
-	for j := range out {
-		// Padding repeats the permutation from its head as often as
-		// needed, so position p of the padded list is perm[p % n];
-		// truncation keeps p < n and reads the same formula.
-		out[j] = perm[(s.rank+j*s.replicas)%s.n]
-	}
-	return out
-}
+func (s *DistributedSampler) Epoch(e int) []int { return Indices(s.View(s.Perm(e))) }
 
 // Generator modes of a RandomSampler: which torch.Generator it draws from.
 const (

@@ -73,7 +73,8 @@ func TestRandpermIsPermutation(t *testing.T) {
 			p := NewTorchGenerator(seed).Randperm(n, v)
 			checkPermutation(t, p, n)
 		}
-		p := NewTorchGenerator(seed).randpermInsideOut(n)
+		p := make([]int, n)
+		randpermInsideOut(NewTorchGenerator(seed), p)
 		checkPermutation(t, p, n)
 	}
 }
@@ -96,7 +97,7 @@ func TestRandpermDraws(t *testing.T) {
 			t.Fatalf("randpermDraws(%d) does not match what Randperm consumes", n)
 		}
 		a, b = NewTorchGenerator(7), NewTorchGenerator(7)
-		a.randpermInsideOut(n)
+		randpermInsideOut(a, make([]int, n))
 		b.skip(2 * n)
 		if a.Random() != b.Random() {
 			t.Fatalf("inside-out randperm(%d) does not consume 2n outputs", n)

@@ -2,6 +2,7 @@ package seed
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -102,6 +103,9 @@ func New(spec Spec) (Sampler, error) {
 	var s Sampler
 	switch kind := spec.Sampler; {
 	case kind == KindDistributed:
+		if n > math.MaxInt32 { // its permutations are kept in int32s
+			return nil, fmt.Errorf("%w: %d samples: a DistributedSampler over more than %d is not predicted", ErrSpec, n, math.MaxInt32)
+		}
 		v, err := spec.torchVersion(n)
 		if err != nil {
 			return nil, err

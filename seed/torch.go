@@ -49,38 +49,44 @@ func (g *TorchGenerator) Randperm(n int, v TorchVersion) []int {
 	if n < 0 {
 		panic("seed: Randperm of negative n")
 	}
-	if v.insideOut(n) {
-		return g.randpermInsideOut(n)
+	a := make([]int, n)
+	randpermInto(g, a, v)
+	return a
+}
+
+// randpermInto fills a with randperm(len(a)); int32 elements keep a large
+// dataset's permutation at 4 bytes per sample.
+func randpermInto[T int | int32](g *TorchGenerator, a []T, v TorchVersion) {
+	if v.insideOut(len(a)) {
+		randpermInsideOut(g, a)
+		return
 	}
-	return g.randpermSwap(n)
+	randpermSwap(g, a)
 }
 
 // randpermSwap is the algorithm of every torch release for
 // n < insideOutMinN: a forward Fisher-Yates whose swap partner is drawn with
 // a plain (slightly biased) modulo of one 32-bit output.
-func (g *TorchGenerator) randpermSwap(n int) []int {
-	a := make([]int, n)
+func randpermSwap[T int | int32](g *TorchGenerator, a []T) {
+	n := len(a)
 	for i := range a {
-		a[i] = i
+		a[i] = T(i)
 	}
 	for i := 0; i < n-1; i++ {
 		z := int(uint64(g.Random()) % uint64(n-i))
 		a[i], a[i+z] = a[i+z], a[i]
 	}
-	return a
 }
 
 // randpermInsideOut is the algorithm torch switched to for large n (PyTorch
 // PR 143682): the inside-out Fisher-Yates, one random64() per element,
 // including the first (whose draw is always reduced to 0).
-func (g *TorchGenerator) randpermInsideOut(n int) []int {
-	a := make([]int, n)
-	for i := 0; i < n; i++ {
+func randpermInsideOut[T int | int32](g *TorchGenerator, a []T) {
+	for i := range a {
 		z := int(g.Random64() % uint64(i+1))
 		a[i] = a[z]
-		a[z] = i
+		a[z] = T(i)
 	}
-	return a
 }
 
 // randpermDraws is how many 32-bit outputs Randperm(n, v) consumes. It lets

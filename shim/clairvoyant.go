@@ -45,7 +45,8 @@ type clairvoyant struct {
 
 	mu          sync.Mutex // guards everything below
 	sizes       []int64    // per catalog file; unknownSize until stat'ed
-	where       []int8     // per file: tier holding a copy, -1 none
+	where       []int8     // per file: tier holding a copy, -1 none (set by setWhere)
+	tierFiles   []uint64   // per tier: files where says it holds
 	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
 	pending     map[seed.FileID]bool
 	staged      map[seed.FileID]stagedFor // staged copies (read once, then dropped)
@@ -71,16 +72,16 @@ type cursor struct {
 	ds         *seed.Dataset
 	key        cursorKey
 	sampler    seed.Sampler
-	epoch, pos int // next expected access
-	aEpoch     int // prefetch pointer: next file to consider
+	perms      *perms // the node's shared permutations
+	epoch, pos int    // next expected access
+	aEpoch     int    // prefetch pointer: next file to consider
 	aPos       int
 	synced     bool
-	reader     *stream         // the stream that read it last
-	window     int             // how far out of order its readers open; learned
-	orders     map[int][]int   // epoch → order (dataset indices); two kept
-	posOf      map[int][]int32 // epoch → position of each dataset index (-1: not read)
-	learned    bool            // from the job's opens, not the configuration
-	found      seed.Found      // what was learned
+	reader     *stream            // the stream that read it last
+	window     int                // how far out of order its readers open; learned
+	orders     map[int]seed.Order // by epoch; three kept
+	learned    bool               // from the job's opens, not the configuration
+	found      seed.Found         // what was learned
 	// provisional: the configuration's DistributedSampler, prefetched
 	// before the first open, followed by no stream until one is
 	// learned to read it (the configuration's world size and ranks may
@@ -123,7 +124,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	n := pred.Cat.NumFiles()
 	c := &clairvoyant{l: l, pred: pred, cat: pred.Cat, stage: stage, caps: caps, horizon: horizon,
 		epochs: a.Epochs, quit: make(chan struct{}), learn: make(chan learnReq, 64),
-		sizes: make([]int64, n), where: make([]int8, n), seen: make([]int32, n),
+		sizes: make([]int64, n), where: make([]int8, n), tierFiles: make([]uint64, len(l.tiers)), seen: make([]int32, n),
 		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]stagedFor{}, opens: map[[2]int]seed.FileID{},
 		datasets: map[string]*seed.Dataset{}, streams: map[streamID]*stream{}, warned: map[string]bool{}}
 	for i := range c.sizes {
@@ -151,19 +152,13 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 // toldCursor follows a configured sampler other than a DistributedSampler
 // (random, numpy, an order file): it is taken as told.
 func (c *clairvoyant) toldCursor(rank int) *cursor {
-	cur := newCursor(c.pred.DS, cursorKey{rank: rank}, nil)
-	cur.sampler = samplerFunc(func(e int) []int { return c.pred.Order(rank, e) })
-	return cur
+	c.pred.mu.Lock()
+	defer c.pred.mu.Unlock()
+	return newCursor(c.pred.DS, cursorKey{rank: rank}, c.pred.samplers[rank], &c.pred.perms)
 }
 
-// samplerFunc is a Sampler of a function.
-type samplerFunc func(int) []int
-
-func (f samplerFunc) Epoch(e int) []int { return f(e) }
-
-func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler) *cursor {
-	return &cursor{ds: ds, key: key, sampler: s, window: minWindow,
-		orders: map[int][]int{}, posOf: map[int][]int32{}}
+func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler, ps *perms) *cursor {
+	return &cursor{ds: ds, key: key, sampler: s, perms: ps, window: minWindow, orders: map[int]seed.Order{}}
 }
 
 // addCursor makes (or finds) the cursor of a DistributedSampler found in
@@ -197,7 +192,7 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 	if err != nil {
 		return nil
 	}
-	cur := newCursor(ds, key, s)
+	cur := newCursor(ds, key, s, &c.pred.perms)
 	cur.learned, cur.found = learned, f
 	if learned {
 		cur.epoch, cur.pos, cur.synced = f.Epoch, f.Last+1, true
@@ -223,8 +218,10 @@ func (c *clairvoyant) followed(cur *cursor) bool {
 	return false
 }
 
-// order is the sequence of dataset indices cur's rank reads in epoch.
-func (cur *cursor) order(epoch int) []int {
+// order is what cur's rank reads in epoch. The orders of the epochs
+// next to the last one asked for are kept (a cursor reads one epoch,
+// looks into the next, and may be asked about the last).
+func (cur *cursor) order(epoch int) seed.Order {
 	if o, ok := cur.orders[epoch]; ok {
 		return o
 	}
@@ -233,30 +230,9 @@ func (cur *cursor) order(epoch int) []int {
 			delete(cur.orders, e)
 		}
 	}
-	o := cur.sampler.Epoch(epoch)
+	o := cur.perms.orderOf(cur.sampler, epoch, cur.ds.Len())
 	cur.orders[epoch] = o
 	return o
-}
-
-// positions returns where each dataset index sits in cur's order of epoch.
-func (cur *cursor) positions(epoch int) []int32 {
-	if p, ok := cur.posOf[epoch]; ok {
-		return p
-	}
-	for e := range cur.posOf {
-		if e < epoch-1 {
-			delete(cur.posOf, e)
-		}
-	}
-	p := make([]int32, cur.ds.Len())
-	for i := range p {
-		p[i] = -1
-	}
-	for pos, idx := range cur.order(epoch) {
-		p[idx] = int32(pos)
-	}
-	cur.posOf[epoch] = p
-	return p
 }
 
 // start prefetches through pool, whose copies must end in c.done.
@@ -284,7 +260,7 @@ func (c *clairvoyant) startMeasuring() {
 	order := slices.Clone(c.place.ranking)
 	for i, k := range c.place.pos {
 		if k < 0 {
-			order = append(order, i)
+			order = append(order, int32(i))
 		}
 	}
 	go measure(func(i int) string { return c.cat.Path(seed.FileID(i)) }, order, c.quit, c.measured)
@@ -299,7 +275,8 @@ func (c *clairvoyant) measured(i int, size int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sizes[i], c.where[i] = size, int8(t)
+	c.sizes[i] = size
+	c.setWhere(seed.FileID(i), t)
 	c.sized++
 	setU64(&c.l.seg.s.leader.sized, c.sized)
 	if c.place != nil && (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) {
@@ -313,25 +290,23 @@ func (c *clairvoyant) measured(i int, size int64) {
 // Preconditions: c.mu is held, or c is not started.
 func (c *clairvoyant) replan() {
 	caps := slices.Clone(c.caps)
-	c.place = newPlacer(c.cat.NumFiles(), caps, func(yield func(int, []int)) {
-		for e := 0; e < c.horizon; e++ {
-			for _, cur := range c.cursors {
-				if c.epochs > 0 && cur.epoch+e >= c.epochs {
-					continue
-				}
-				o := cur.order(cur.epoch + e)
-				files := make([]int, len(o))
-				for k, idx := range o {
-					files[k] = int(cur.ds.File(idx))
-				}
-				yield(e, files)
+	c.place = nil // collectable while its successor is built
+	c.place = newPlacer(c.cat.NumFiles(), caps, c.horizon, func(e int) []readSeq {
+		var seqs []readSeq
+		for _, cur := range c.cursors {
+			if c.epochs > 0 && cur.epoch+e >= c.epochs {
+				continue
 			}
+			// Not cur.order: the horizon's epochs pass through once.
+			seqs = append(seqs, readSeq{order: cur.perms.orderOf(cur.sampler, cur.epoch+e, cur.ds.Len()),
+				file: func(idx int) int { return int(cur.ds.File(idx)) }})
 		}
+		return seqs
 	})
 	c.place.advance(c.sizes)
 	c.orphans = c.orphans[:0]
 	for f, t := range c.where {
-		if _, staged := c.staged[seed.FileID(f)]; t >= 0 && !staged && c.place.Tier[f] != int(t) {
+		if _, staged := c.staged[seed.FileID(f)]; t >= 0 && !staged && c.place.Tier[f] != t {
 			c.orphans = append(c.orphans, seed.FileID(f))
 		}
 	}
@@ -350,11 +325,11 @@ func (c *clairvoyant) evict(t int, size int64) bool {
 		f := c.orphans[i]
 		_, staged := c.staged[f]
 		switch {
-		case int(c.where[f]) != t || staged || c.pending[f] || c.place.Tier[f] == t:
+		case int(c.where[f]) != t || staged || c.pending[f] || int(c.place.Tier[f]) == t:
 			i++
 			continue
 		case c.l.tiers[t].tree.Remove(c.cat.Path(f)) == nil:
-			c.where[f] = -1
+			c.setWhere(f, -1)
 			c.pool.Release(t, c.sizes[f])
 			removed = true
 		}
@@ -369,7 +344,7 @@ func (c *clairvoyant) evict(t int, size int64) bool {
 // Preconditions: c.mu is held.
 func (c *clairvoyant) settled(f seed.FileID) bool {
 	if k := c.place.pos[f]; k >= 0 {
-		return k < c.place.next
+		return int(k) < c.place.next
 	}
 	return c.sizes[f] != unknownSize
 }
@@ -474,12 +449,12 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) expects(cur *cursor, idx int) bool {
-	if p := int(cur.positions(cur.epoch)[idx]); p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
+	if p := cur.order(cur.epoch).Pos(idx); p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
 		return true
 	}
-	n := len(cur.order(cur.epoch))
+	n := cur.order(cur.epoch).Len()
 	if cur.pos >= n-cur.window || !cur.synced {
-		p := int(cur.positions(cur.epoch + 1)[idx])
+		p := cur.order(cur.epoch + 1).Pos(idx)
 		return p >= 0 && (!cur.synced || p <= cur.window)
 	}
 	return false
@@ -495,8 +470,8 @@ func (c *clairvoyant) expects(cur *cursor, idx int) bool {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) advance(cur *cursor, idx int, grow bool) bool {
-	n := len(cur.order(cur.epoch))
-	if p := int(cur.positions(cur.epoch)[idx]); p >= 0 &&
+	n := cur.order(cur.epoch).Len()
+	if p := cur.order(cur.epoch).Pos(idx); p >= 0 &&
 		(!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
 		if cur.synced && grow {
 			cur.window = max(cur.window, 2*abs(cur.pos-p))
@@ -506,7 +481,7 @@ func (c *clairvoyant) advance(cur *cursor, idx int, grow bool) bool {
 		return true
 	}
 	if cur.pos >= n-cur.window || !cur.synced {
-		if p := int(cur.positions(cur.epoch + 1)[idx]); p >= 0 && (!cur.synced || p <= cur.window) {
+		if p := cur.order(cur.epoch + 1).Pos(idx); p >= 0 && (!cur.synced || p <= cur.window) {
 			cur.epoch, cur.pos, cur.synced = cur.epoch+1, p+1, true
 			return true
 		}
@@ -590,7 +565,7 @@ func (c *clairvoyant) lead(cur *cursor) int {
 	}
 	lead := cur.aPos - cur.pos
 	for e := cur.epoch; e < cur.aEpoch; e++ {
-		lead += len(cur.order(e))
+		lead += cur.order(e).Len()
 	}
 	return lead
 }
@@ -608,14 +583,14 @@ func (c *clairvoyant) pumpOne(cur *cursor) bool {
 			return false
 		}
 		order := cur.order(cur.aEpoch)
-		if cur.aPos >= len(order) {
+		if cur.aPos >= order.Len() {
 			cur.aEpoch, cur.aPos = cur.aEpoch+1, 0
 			continue
 		}
 		if c.lead(cur) >= look {
 			return false
 		}
-		f := cur.ds.File(order[cur.aPos])
+		f := cur.ds.File(order.At(cur.aPos))
 		if c.seen[f] == int32(cur.aEpoch+1) { // read already
 			cur.aPos++
 			continue
@@ -653,7 +628,7 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 		return false, true
 	}
 	path := c.cat.Path(f)
-	if t := c.place.Tier[f]; t >= 0 && (c.pool.FetchTo(path, size, t) || (c.evict(t, size) && c.pool.FetchTo(path, size, t))) {
+	if t := int(c.place.Tier[f]); t >= 0 && (c.pool.FetchTo(path, size, t) || (c.evict(t, size) && c.pool.FetchTo(path, size, t))) {
 		c.queued(f, path)
 		return true, true
 	}
@@ -704,7 +679,7 @@ func (c *clairvoyant) reclaim() int {
 func (c *clairvoyant) doomed(at stagedFor) bool {
 	cur := at.cur
 	return !slices.Contains(c.cursors, cur) || at.epoch < cur.epoch-1 ||
-		(at.epoch < cur.epoch && at.pos < len(cur.order(at.epoch))-cur.window) ||
+		(at.epoch < cur.epoch && at.pos < cur.order(at.epoch).Len()-cur.window) ||
 		(at.epoch == cur.epoch && at.pos < cur.pos-cur.window)
 }
 
@@ -728,7 +703,7 @@ func (c *clairvoyant) unstage(f seed.FileID) bool {
 		return false
 	}
 	delete(c.staged, f)
-	c.where[f] = -1
+	c.setWhere(f, -1)
 	c.stagedBytes -= c.sizes[f]
 	c.pool.Release(0, c.sizes[f])
 	return true
@@ -792,8 +767,8 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) landed(f seed.FileID, t int) {
-	c.where[f] = int8(t)
-	if _, staged := c.staged[f]; !staged && c.place.Tier[f] != t {
+	c.setWhere(f, t)
+	if _, staged := c.staged[f]; !staged && int(c.place.Tier[f]) != t {
 		c.orphans = append(c.orphans, f)
 	}
 }
@@ -828,7 +803,7 @@ func (c *clairvoyant) forget(d dropped) {
 		c.pool.Release(d.tier, d.bytes)
 		return
 	}
-	c.where[f] = -1
+	c.setWhere(f, -1)
 	if _, staged := c.staged[f]; staged {
 		delete(c.staged, f)
 		c.stagedBytes -= c.sizes[f]
@@ -843,8 +818,21 @@ func (c *clairvoyant) invalidated(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.cat.Lookup(path); ok {
-		c.where[f] = -1
+		c.setWhere(f, -1)
 	}
+}
+
+// setWhere records that tier t (-1: none) holds file f's copy.
+//
+// Preconditions: c.mu is held, or c is not started.
+func (c *clairvoyant) setWhere(f seed.FileID, t int) {
+	if old := c.where[f]; old >= 0 {
+		c.tierFiles[old]--
+	}
+	if t >= 0 {
+		c.tierFiles[t]++
+	}
+	c.where[f] = int8(t)
 }
 
 // publishCounts writes tier usage and staging to the segment.
@@ -852,15 +840,9 @@ func (c *clairvoyant) invalidated(path string) {
 // Preconditions: c.mu is held.
 func (c *clairvoyant) publishCounts() {
 	ld := &c.l.seg.s.leader
-	files := make([]uint64, len(c.l.tiers))
-	for _, t := range c.where {
-		if t >= 0 {
-			files[t]++
-		}
-	}
 	for i, ts := range c.pool.Tiers() {
 		setU64(&ld.tier_used[i], uint64(ts.Used))
-		setU64(&ld.tier_files[i], files[i])
+		setU64(&ld.tier_files[i], c.tierFiles[i])
 	}
 	setU64(&ld.staged_files, uint64(len(c.staged)))
 	setU64(&ld.staged_bytes, uint64(c.stagedBytes))

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,11 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	return l, nil
 }
 
+// PlanGCPercent is the garbage collector's target, in percent of the
+// live heap, while a clairvoyant leader or augur plan runs (Go's
+// default is 100).
+const PlanGCPercent = 20
+
 // planned is the outcome of planning the clairvoyant policy.
 type planned struct {
 	c   *clairvoyant
@@ -109,6 +115,10 @@ type planned struct {
 func (l *Leader) planInBackground() chan planned {
 	_, caps, _ := l.poolTiers()
 	ch := make(chan planned, 1)
+	// The plan is a few large arrays without pointers, rebuilt now and
+	// then: collecting more often costs little and keeps the leader's
+	// resident memory near what it holds, not twice that.
+	debug.SetGCPercent(PlanGCPercent)
 	go func() {
 		c, err := planClairvoyant(l, caps)
 		ch <- planned{c, err}

@@ -369,9 +369,9 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 // Preconditions: c.mu is held.
 func (c *clairvoyant) catchUp(cur *cursor, read []int) {
 	for _, idx := range read {
-		if p := int(cur.positions(cur.epoch)[idx]); p >= 0 {
+		if p := cur.order(cur.epoch).Pos(idx); p >= 0 {
 			cur.pos = max(cur.pos, p+1)
-		} else if p := int(cur.positions(cur.epoch + 1)[idx]); p >= 0 && p <= cur.window {
+		} else if p := cur.order(cur.epoch + 1).Pos(idx); p >= 0 && p <= cur.window {
 			cur.epoch, cur.pos = cur.epoch+1, p+1
 		} else {
 			continue

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -23,9 +22,9 @@ type Prediction struct {
 	Ranks []int         // global ranks on this node, by local rank
 
 	spec     seed.Spec            // the samplers', but for the rank
-	mu       sync.Mutex           // guards samplers and cache
+	mu       sync.Mutex           // guards samplers
 	samplers map[int]seed.Sampler // by global rank
-	cache    map[[2]int][]int     // (rank, epoch) → order; a few entries
+	perms    perms
 }
 
 // Predict walks the dataset as the training script would list it and
@@ -49,7 +48,7 @@ func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 		}
 		return nil, fmt.Errorf("dataset layout %q finds no files under %s", a.Layout, root)
 	}
-	p := &Prediction{Root: root, Cat: cat, samplers: map[int]seed.Sampler{}, cache: map[[2]int][]int{}}
+	p := &Prediction{Root: root, Cat: cat, samplers: map[int]seed.Sampler{}}
 	if p.DS, p.Why = cat.Dataset(""); p.Why != nil {
 		return p, nil
 	}
@@ -106,24 +105,25 @@ func (p *Prediction) AddRank(g int) error {
 	return nil
 }
 
-// Order is the sequence of dataset indices rank reads in epoch.
-func (p *Prediction) Order(rank, epoch int) []int {
+// Reads is the order of dataset indices rank reads in epoch; nil for a
+// rank not predicted.
+func (p *Prediction) Reads(rank, epoch int) seed.Order {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	key := [2]int{rank, epoch}
-	if o, ok := p.cache[key]; ok {
-		return o
-	}
 	s, ok := p.samplers[rank]
+	p.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	if len(p.cache) > 4*len(p.samplers) {
-		p.cache = map[[2]int][]int{}
+	return p.perms.orderOf(s, epoch, p.Len())
+}
+
+// Order is Reads as a list.
+func (p *Prediction) Order(rank, epoch int) []int {
+	o := p.Reads(rank, epoch)
+	if o == nil {
+		return nil
 	}
-	o := s.Epoch(epoch)
-	p.cache[key] = o
-	return o
+	return seed.Indices(o)
 }
 
 // Len is the dataset's length.
@@ -149,9 +149,9 @@ const unknownSize = -2
 // gets size -1 and is never placed. stated, when not nil, is told of each
 // file stat'ed (n is 1), from the stat workers.
 func (p *Prediction) Sizes(stated func(n int)) []int64 {
-	all := make([]int, p.Len())
+	all := make([]int32, p.Len())
 	for i := range all {
-		all[i] = i
+		all[i] = int32(i)
 	}
 	sizes := make([]int64, len(all))
 	measure(p.Path, all, nil, func(i int, size int64) {
@@ -167,7 +167,7 @@ func (p *Prediction) Sizes(stated func(n int)) []int64 {
 // in that order, and hands each size (-1: cannot be stat'ed) to got, from
 // the stat workers. It returns when all are done, or soon after quit
 // closes.
-func measure(path func(int) string, idx []int, quit <-chan struct{}, got func(i int, size int64)) {
+func measure(path func(int) string, idx []int32, quit <-chan struct{}, got func(i int, size int64)) {
 	work := make(chan int, statters)
 	var wg sync.WaitGroup
 	for w := 0; w < statters; w++ {
@@ -188,7 +188,7 @@ func measure(path func(int) string, idx []int, quit <-chan struct{}, got func(i 
 	defer close(work)
 	for _, i := range idx {
 		select {
-		case work <- i:
+		case work <- int(i):
 		case <-quit:
 			return
 		}
@@ -197,8 +197,8 @@ func measure(path func(int) string, idx []int, quit <-chan struct{}, got func(i 
 
 // Placement is what goes where: NoPFS's rule.
 type Placement struct {
-	Tier  []int   // per file: the tier assigned, or -1 (staged when read)
-	Freq  []int   // per file: reads by this node's ranks over the horizon
+	Tier  []int8  // per file: the tier assigned, or -1 (staged when read)
+	Freq  []int32 // per file: reads by this node's ranks over the horizon
 	Bytes []int64 // per tier: bytes assigned
 	Files []int   // per tier: files assigned
 	// Reads is the node's reads per epoch (all ranks), for expected hits.
@@ -216,12 +216,12 @@ func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Place
 }
 
 func (p *Prediction) placer(horizon int, capacities []int64) *placer {
-	return newPlacer(p.Len(), capacities, func(yield func(int, []int)) {
-		for e := 0; e < horizon; e++ {
-			for _, r := range p.Ranks {
-				yield(e, p.Order(r, e))
-			}
+	return newPlacer(p.Len(), capacities, horizon, func(e int) []readSeq {
+		var seqs []readSeq
+		for _, r := range p.Ranks {
+			seqs = append(seqs, readSeq{order: p.Reads(r, e)})
 		}
+		return seqs
 	})
 }
 
@@ -229,61 +229,88 @@ func (p *Prediction) placer(horizon int, capacities []int64) *placer {
 // equal counts in order of first access — as their sizes become known:
 // a file gets the fastest tier with room once every file ranked before
 // it has been placed, so placing as sizes arrive, in any order, ends
-// where placing with every size known does.
+// where placing with every size known does. It keeps 13 bytes per file.
 type placer struct {
 	Placement
 	capacities []int64
-	ranking    []int // the files read, in placement order
-	pos        []int // per file: its place in ranking, -1 if never read
-	next       int   // ranking[:next] are placed
+	ranking    []int32 // the files read, in placement order
+	pos        []int32 // per file: its place in ranking, -1 if never read
+	next       int     // ranking[:next] are placed
 }
 
-// newPlacer ranks n files by the sequences reads yields: each the files
-// one rank reads in one epoch (counted from the first one yielded), in
-// order of epoch.
-func newPlacer(n int, capacities []int64, reads func(yield func(epoch int, seq []int))) *placer {
-	pp := &placer{capacities: capacities, pos: make([]int, n),
-		Placement: Placement{Tier: make([]int, n), Freq: make([]int, n),
+// readSeq is the files one rank reads in one epoch: its order of dataset
+// indices, and the file of each (nil: the index is the file).
+type readSeq struct {
+	order seed.Order
+	file  func(idx int) int
+}
+
+// newPlacer ranks n files by the reads of horizon epochs, reads(e) being
+// the sequences the ranks read in the e-th (from 0).
+func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readSeq) *placer {
+	pp := &placer{capacities: capacities, pos: make([]int32, n),
+		Placement: Placement{Tier: make([]int8, n), Freq: make([]int32, n),
 			Bytes: make([]int64, len(capacities)), Files: make([]int, len(capacities))}}
-	first := make([]int, n)
-	for i := range first {
-		first[i] = -1
-		pp.Tier[i] = -1
-		pp.pos[i] = -1
-	}
-	firstEpoch := -1
-	reads(func(epoch int, seq []int) {
-		if firstEpoch < 0 {
-			firstEpoch = epoch
-		}
-		if epoch == firstEpoch {
-			pp.Reads += len(seq)
-		}
-		for pos, idx := range seq {
-			pp.Freq[idx]++
-			// The ranks read in step: a file's first access is its
-			// position in the epoch, whichever rank reads it.
-			if step := (epoch-firstEpoch)*n + pos; first[idx] < 0 || step < first[idx] {
-				first[idx] = step
+	// The ranks read in step: visiting the epochs' positions in order,
+	// every rank's at each, meets the files in order of first access,
+	// whichever rank reads them.
+	var met []int32
+	for e := 0; e < horizon; e++ {
+		seqs := reads(e)
+		longest := 0
+		for _, s := range seqs {
+			longest = max(longest, s.order.Len())
+			if e == 0 {
+				pp.Reads += s.order.Len()
 			}
 		}
-	})
-	for i := range pp.Freq {
-		if pp.Freq[i] > 0 {
-			pp.ranking = append(pp.ranking, i)
+		for k := 0; k < longest; k++ {
+			for _, s := range seqs {
+				if k >= s.order.Len() {
+					continue
+				}
+				f := s.order.At(k)
+				if s.file != nil {
+					f = s.file(f)
+				}
+				if pp.Freq[f] == 0 {
+					met = append(met, int32(f))
+				}
+				pp.Freq[f]++
+			}
 		}
 	}
-	sort.Slice(pp.ranking, func(a, b int) bool {
-		x, y := pp.ranking[a], pp.ranking[b]
-		if pp.Freq[x] != pp.Freq[y] {
-			return pp.Freq[x] > pp.Freq[y]
-		}
-		return first[x] < first[y]
-	})
+	pp.ranking = byFrequency(met, pp.Freq)
+	for i := range pp.Tier {
+		pp.Tier[i], pp.pos[i] = -1, -1
+	}
 	for k, i := range pp.ranking {
-		pp.pos[i] = k
+		pp.pos[i] = int32(k)
 	}
 	return pp
+}
+
+// byFrequency sorts files, met in order of first access, most often read
+// first and stably (a counting sort: the counts are small), in place.
+func byFrequency(met []int32, freq []int32) []int32 {
+	var most int32
+	for _, f := range met {
+		most = max(most, freq[f])
+	}
+	start := make([]int, most+2) // start[most-c]: where count c begins
+	for _, f := range met {
+		start[most-freq[f]+1]++
+	}
+	for c := 1; c < len(start); c++ {
+		start[c] += start[c-1]
+	}
+	out := make([]int32, len(met))
+	for _, f := range met {
+		k := &start[most-freq[f]]
+		out[*k] = f
+		*k++
+	}
+	return out
 }
 
 // advance places the files of the ranking whose sizes are known, up to
@@ -291,7 +318,7 @@ func newPlacer(n int, capacities []int64, reads func(yield func(epoch int, seq [
 func (pp *placer) advance(sizes []int64) int {
 	from := pp.next
 	for ; pp.next < len(pp.ranking); pp.next++ {
-		i := pp.ranking[pp.next]
+		i := int(pp.ranking[pp.next])
 		if sizes[i] == unknownSize {
 			break
 		}
@@ -300,7 +327,7 @@ func (pp *placer) advance(sizes []int64) int {
 		}
 		for t := range pp.capacities {
 			if pp.Bytes[t]+sizes[i] <= pp.capacities[t] {
-				pp.Tier[i] = t
+				pp.Tier[i] = int8(t)
 				pp.Bytes[t] += sizes[i]
 				pp.Files[t]++
 				break

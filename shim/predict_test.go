@@ -53,7 +53,7 @@ func TestPlaceFillsInFirstAccessOrder(t *testing.T) {
 	}
 	order := p.Order(0, 0)
 	for pos, idx := range order {
-		want := -1
+		want := int8(-1)
 		switch {
 		case pos < 10: // 1100 - 100 staging = 10 files of 100 bytes
 			want = 0

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
@@ -28,6 +29,7 @@ func cmdPlan(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	debug.SetGCPercent(shim.PlanGCPercent) // a million files' plan: see there
 	if *order {
 		// --order answers for any rank, not only this node's.
 		cfg.Access.NodeRank, cfg.Access.RanksPerNode = *rank, 1
@@ -113,15 +115,15 @@ func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bo
 	// which the prefetcher stages.
 	for e := 0; e < min(horizon, 3); e++ {
 		pe := planEpoch{Epoch: e + 1}
-		seen := map[int]bool{}
+		seen := make([]uint64, (pred.Len()+63)/64) // a bit per file: a million files' plan
 		for _, r := range pred.Ranks {
-			for _, idx := range pred.Order(r, e) {
-				if e == 0 || pl.Tier[idx] < 0 {
-					if !seen[idx] {
-						pe.PFSReads++
-						pe.PFSBytes += max(sizes[idx], 0)
-					}
-					seen[idx] = true
+			o := pred.Reads(r, e)
+			for k := range o.Len() {
+				idx := o.At(k)
+				if bit := uint64(1) << (idx % 64); (e == 0 || pl.Tier[idx] < 0) && seen[idx/64]&bit == 0 {
+					pe.PFSReads++
+					pe.PFSBytes += max(sizes[idx], 0)
+					seen[idx/64] |= bit
 				}
 				if e > 0 && pl.Tier[idx] >= 0 {
 					pe.TierHits++
