@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // Inference. A training script seldom says where it is: the world size and
@@ -67,6 +68,10 @@ var (
 	ErrNoCandidate = errors.New("seed: no DistributedSampler of the seeds and epochs tried explains the indices seen")
 	// ErrAmbiguous: several candidates explain them; see more and ask again.
 	ErrAmbiguous = errors.New("seed: several samplers explain the indices seen")
+	// ErrInconclusive: none explains them, but so few that readers of
+	// many workers at once could have opened them under one that would
+	// with more; see more and ask again.
+	ErrInconclusive = errors.New("seed: too few indices seen to tell the sampler from chance")
 )
 
 // maxChance is the chance allowed that a candidate other than the sampler
@@ -128,6 +133,8 @@ func Infer(n int, seen []int, h Hints) (Found, error) {
 			return found[0], nil
 		case len(found) > 1:
 			return Found{}, fmt.Errorf("%w (%d of them)", ErrAmbiguous, len(found))
+		case L == n && !inf.conclusive():
+			return Found{}, fmt.Errorf("%w (%d seen)", ErrInconclusive, len(uniq))
 		case L == n:
 			return Found{}, ErrNoCandidate
 		}
@@ -205,8 +212,9 @@ func (inf *inference) positions(seed int64, epoch, L int) []int {
 
 // judge says whether positions pos (of the seen indices) are one rank's:
 // on one residue modulo the world size (given, or the greatest common
-// divisor of their differences) and so close together, for how many
-// there are, that no other candidate could have put them there by chance.
+// divisor of their differences) and in so few runs of consecutive ones
+// (each worker reads its batch in order), for how many there are, that
+// no other candidate could have put them there by chance.
 func (inf *inference) judge(pos []int, f Found) (Found, bool) {
 	lo := pos[0]
 	for _, p := range pos {
@@ -230,22 +238,60 @@ func (inf *inference) judge(pos []int, f Found) (Found, bool) {
 	if inf.h.Replicas > 0 && inf.h.Rank >= 0 && r != inf.h.Rank {
 		return f, false
 	}
-	first, last := lo/w, lo/w
-	for _, p := range pos {
-		last = max(last, p/w)
+	js := make([]int, len(pos)) // the rank's positions
+	for i, p := range pos {
+		js[i] = p / w
 	}
-	// Under a wrong candidate the seen indices sit at random among the n
-	// positions: the chance that k of them share a residue modulo w and
-	// fall within s of the rank's positions (s·w of the permutation's)
-	// is about k·(s·w/n)^(k-1), for each candidate tried.
-	k := float64(len(pos))
-	span := float64((last - first + 1) * w)
-	chance := math.Log(k*float64(inf.cands)) + (k-1)*math.Log(span/float64(inf.n))
-	if chance > math.Log(maxChance) {
+	slices.Sort(js)
+	runs := 1
+	for i := 1; i < len(js); i++ {
+		if js[i] != js[i-1]+1 {
+			runs++
+		}
+	}
+	if inf.chance(len(js), runs, w) > math.Log(maxChance) {
 		return f, false
 	}
-	f.Replicas, f.Rank, f.First, f.Last = w, r, first, last
+	f.Replicas, f.Rank, f.First, f.Last = w, r, js[0], js[len(js)-1]
 	return f, true
+}
+
+// chance is the log of the chance that a wrong candidate puts k seen
+// indices, which it places at random among the n positions, on one
+// residue modulo w in at most runs runs of consecutive positions of the
+// rank: w·C(n/w-k+1, runs)·C(k-1, runs-1) of the C(n, k) placements do,
+// for each candidate tried (and each world size, when w was inferred).
+func (inf *inference) chance(k, runs, w int) float64 {
+	slots := (inf.n + w - 1) / w
+	c := math.Log(float64(inf.cands)) + math.Log(float64(w)) +
+		logChoose(slots-k+1, runs) + logChoose(k-1, runs-1) - logChoose(inf.n, k)
+	if inf.h.Replicas == 0 {
+		c += math.Log(float64(inf.n))
+	}
+	return c
+}
+
+// maxRuns is how many runs the seen indices of a rank may make whose
+// readers are many: 16 workers with 4 batches in flight each.
+const maxRuns = 64
+
+// conclusive says whether the seen indices are enough that the sampler
+// that read them would have explained them however many workers read:
+// only then does no candidate explaining them mean none is the one.
+func (inf *inference) conclusive() bool {
+	k := len(inf.seen)
+	return inf.chance(k, min(k, maxRuns), 1) <= math.Log(maxChance)
+}
+
+// logChoose is the log of the binomial coefficient C(a, b).
+func logChoose(a, b int) float64 {
+	if b < 0 || b > a {
+		return math.Inf(-1)
+	}
+	la, _ := math.Lgamma(float64(a + 1))
+	lb, _ := math.Lgamma(float64(b + 1))
+	lc, _ := math.Lgamma(float64(a - b + 1))
+	return la - lb - lc
 }
 
 func gcd(a, b int) int {

@@ -98,18 +98,51 @@ func TestInferAgainstTorch(t *testing.T) {
 	t.Logf("%d (world size, rank, epoch) found from torch's orders", len(cases))
 }
 
-// A seed no candidate has, and too few indices, say so.
+// A seed no candidate has, and too few indices, say so; so few that a
+// loader of many workers could have opened them is not yet a "no".
 func TestInferRefuses(t *testing.T) {
 	s := &DistributedSampler{n: 20_000, replicas: 2, rank: 1, shuffle: true, setEpoch: true, seed: 12345}
-	seen := loaderOpens(s.Epoch(3), 8, 2, 32)
+	seen := loaderOpens(s.Epoch(3), 8, 2, 256)
 	if _, err := Infer(20_000, seen, Hints{Seeds: []int64{42, 0}, Rank: -1}); !errors.Is(err, ErrNoCandidate) {
 		t.Errorf("unknown seed: %v, want ErrNoCandidate", err)
+	}
+	if _, err := Infer(20_000, seen[:32], Hints{Seeds: []int64{42, 0}, Rank: -1}); !errors.Is(err, ErrInconclusive) {
+		t.Errorf("unknown seed, 32 opens: %v, want ErrInconclusive", err)
 	}
 	if _, err := Infer(20_000, seen[:MinSeen-1], Hints{Seeds: []int64{12345}, Rank: -1}); !errors.Is(err, ErrTooFew) {
 		t.Errorf("too few: %v, want ErrTooFew", err)
 	}
-	f, err := Infer(20_000, seen, Hints{Seeds: []int64{42, 12345}, Rank: -1})
+	f, err := Infer(20_000, seen[:32], Hints{Seeds: []int64{42, 12345}, Rank: -1})
 	checkFound(t, "the seed among the candidates", f, err, true, 12345, 3, 2, 1)
+}
+
+// Large batches read by many workers open samples all over the epoch at
+// once (16 workers of 1,024: one sample of each of 16 batches first): the
+// runs each worker reads in order tell the sampler once there are a few
+// of each, and until then the answer is "see more", never a wrong one.
+func TestInferManyWorkers(t *testing.T) {
+	for _, c := range []struct{ batch, workers int }{{64, 2}, {256, 4}, {512, 8}, {1024, 16}, {16, 0}} {
+		s := &DistributedSampler{n: 20_000, replicas: 2, rank: 1, shuffle: true, setEpoch: true, seed: 42}
+		order := s.Epoch(4)
+		found := false
+		for k := MinSeen; k <= 512 && !found; k *= 2 {
+			seen := order[:k]
+			if c.workers > 0 {
+				seen = loaderOpens(order, c.batch, c.workers, k)
+			}
+			f, err := Infer(20_000, seen, Hints{Seeds: []int64{42, 0}, Rank: -1})
+			switch {
+			case err == nil:
+				checkFound(t, fmt.Sprintf("batch %d workers %d, %d opens", c.batch, c.workers, k), f, err, true, 42, 4, 2, 1)
+				found = true
+			case !errors.Is(err, ErrInconclusive):
+				t.Errorf("batch %d workers %d, %d opens: %v", c.batch, c.workers, k, err)
+			}
+		}
+		if !found {
+			t.Errorf("batch %d workers %d: not found from 512 opens", c.batch, c.workers)
+		}
+	}
 }
 
 func BenchmarkInferEpochStart(b *testing.B) {

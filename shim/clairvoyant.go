@@ -411,7 +411,7 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 		if !in {
 			continue
 		}
-		if c.advance(cur, idx, tr.trusted()) {
+		if c.advance(cur, idx, tr.trusted(), false) {
 			tr.hit()
 			return cur, true
 		}
@@ -429,7 +429,7 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 			continue
 		}
 		idx, in := cur.ds.Index(f)
-		if !in || !c.expects(cur, idx) || !c.advance(cur, idx, false) {
+		if !in || !c.advance(cur, idx, false, true) {
 			continue
 		}
 		if cur.provisional {
@@ -444,49 +444,58 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 	return nil, false
 }
 
-// expects says whether cur's order has idx near its position (or
-// anywhere, before it is synced).
+// locate says where cur's order expects idx: in this epoch near its
+// position, if not read in it yet; else at the start of the next, if
+// this one nears its end (or was read already: a loader of many workers
+// with large batches reads all over an epoch at once, and only what was
+// read tells its epochs apart); else, a file read again, in this epoch
+// without moving. Before the first match (the job may have started
+// before the prediction was ready) any position counts. ok is false
+// when the order does not expect idx. A stream adopting another cursor
+// (adopt) must meet it in this epoch.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) expects(cur *cursor, idx int) bool {
-	if p := cur.order(cur.epoch).Pos(idx); p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
-		return true
+func (c *clairvoyant) locate(cur *cursor, idx int, adopt bool) (epoch, p int, ok bool) {
+	this := cur.order(cur.epoch)
+	p = this.Pos(idx)
+	near := p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window))
+	again := c.seen[cur.ds.File(idx)] == int32(cur.epoch+1)
+	if near && !again {
+		return cur.epoch, p, true
 	}
-	n := cur.order(cur.epoch).Len()
-	if cur.pos >= n-cur.window || !cur.synced {
-		p := cur.order(cur.epoch + 1).Pos(idx)
-		return p >= 0 && (!cur.synced || p <= cur.window)
+	if adopt && cur.synced {
+		return 0, 0, false
 	}
-	return false
+	if !cur.synced || cur.pos >= this.Len()-cur.window || again {
+		if q := cur.order(cur.epoch + 1).Pos(idx); q >= 0 && (!cur.synced || q <= cur.window) {
+			return cur.epoch + 1, q, true
+		}
+	}
+	return cur.epoch, p, near
 }
 
-// advance moves cur past idx if idx is where the prediction expects it:
-// near the cursor in this epoch or at the start of the next. Workers
-// open a few batches out of order, hence the window, which grows to what
-// the readers are seen to do when grow says the stream has followed the
-// cursor well (else a wrong order's chance matches would widen it until
-// anything matched). Before the first match (the job may have started
-// before the prediction was ready) any position counts.
+// advance moves cur past idx if idx is where the prediction expects it
+// (locate). Workers open a few batches out of order, hence the window,
+// which grows to what the readers are seen to do when grow says the
+// stream has followed the cursor well (else a wrong order's chance
+// matches would widen it until anything matched).
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) advance(cur *cursor, idx int, grow bool) bool {
-	n := cur.order(cur.epoch).Len()
-	if p := cur.order(cur.epoch).Pos(idx); p >= 0 &&
-		(!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window)) {
+func (c *clairvoyant) advance(cur *cursor, idx int, grow, adopt bool) bool {
+	e, p, ok := c.locate(cur, idx, adopt)
+	switch {
+	case !ok:
+		return false
+	case e > cur.epoch:
+		cur.epoch, cur.pos = e, p+1
+	default:
 		if cur.synced && grow {
 			cur.window = max(cur.window, 2*abs(cur.pos-p))
 		}
 		cur.pos = max(cur.pos, p+1)
-		cur.synced = true
-		return true
 	}
-	if cur.pos >= n-cur.window || !cur.synced {
-		if p := cur.order(cur.epoch + 1).Pos(idx); p >= 0 && (!cur.synced || p <= cur.window) {
-			cur.epoch, cur.pos, cur.synced = cur.epoch+1, p+1, true
-			return true
-		}
-	}
-	return false
+	cur.synced = true
+	return true
 }
 
 func abs(x int) int {
