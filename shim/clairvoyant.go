@@ -413,6 +413,7 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 		}
 		if c.advance(cur, idx, tr.trusted(), false) {
 			tr.hit()
+			tr.window = max(tr.window, cur.window)
 			return cur, true
 		}
 		if tr.miss() { // lost it: learn again
@@ -450,15 +451,18 @@ func (c *clairvoyant) follow(st *stream, f seed.FileID) (*cursor, bool) {
 // with large batches reads all over an epoch at once, and only what was
 // read tells its epochs apart); else, a file read again, in this epoch
 // without moving. Before the first match (the job may have started
-// before the prediction was ready) any position counts. ok is false
-// when the order does not expect idx. A stream adopting another cursor
-// (adopt) must meet it in this epoch.
+// before the prediction was ready) any position counts, and so does any
+// this epoch has not read when far says the stream follows the cursor
+// closely (its readers are further apart than the window said: many
+// workers with large batches). ok is false when the order does not
+// expect idx. A stream adopting another cursor (adopt) must meet it in
+// this epoch.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) locate(cur *cursor, idx int, adopt bool) (epoch, p int, ok bool) {
+func (c *clairvoyant) locate(cur *cursor, idx int, adopt, far bool) (epoch, p int, ok bool) {
 	this := cur.order(cur.epoch)
 	p = this.Pos(idx)
-	near := p >= 0 && (!cur.synced || (p >= cur.pos-cur.window && p <= cur.pos+cur.window))
+	near := p >= 0 && (!cur.synced || far || (p >= cur.pos-cur.window && p <= cur.pos+cur.window))
 	again := c.seen[cur.ds.File(idx)] == int32(cur.epoch+1)
 	if near && !again {
 		return cur.epoch, p, true
@@ -467,7 +471,7 @@ func (c *clairvoyant) locate(cur *cursor, idx int, adopt bool) (epoch, p int, ok
 		return 0, 0, false
 	}
 	if !cur.synced || cur.pos >= this.Len()-cur.window || again {
-		if q := cur.order(cur.epoch + 1).Pos(idx); q >= 0 && (!cur.synced || q <= cur.window) {
+		if q := cur.order(cur.epoch + 1).Pos(idx); q >= 0 && (!cur.synced || q <= cur.window || (again && far)) {
 			return cur.epoch + 1, q, true
 		}
 	}
@@ -482,7 +486,7 @@ func (c *clairvoyant) locate(cur *cursor, idx int, adopt bool) (epoch, p int, ok
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) advance(cur *cursor, idx int, grow, adopt bool) bool {
-	e, p, ok := c.locate(cur, idx, adopt)
+	e, p, ok := c.locate(cur, idx, adopt, grow)
 	switch {
 	case !ok:
 		return false

@@ -52,6 +52,7 @@ type track struct {
 	failed  bool      // the last inference found nothing
 	why     string    // why it follows none, when it does not
 	acc     hits      // of its recent opens in the cursor's dataset
+	window  int       // how far out of order its readers opened: kept when it learns again
 	// For augur stat: opens its cursors expected; opens before the
 	// first lock, and the time from the stream's first open to it;
 	// opens no cursor expected after it.
@@ -116,6 +117,7 @@ func (st *stream) following() bool {
 // lock makes tr follow cur from now.
 func (tr *track) lock(cur *cursor) {
 	tr.cur, tr.why, tr.misses = cur, "", 0
+	cur.window = max(cur.window, tr.window)
 	if tr.lockedIn == 0 {
 		tr.lockedIn = max(time.Since(tr.first), time.Nanosecond)
 	}
@@ -352,6 +354,13 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 	}
 	tr.lock(cur)
 	tr.acc, tr.failed = hits{}, false
+	// What the inference explained counts as followed: the cursor is
+	// trusted at once, so that readers further apart than those opens
+	// showed widen its window rather than lose it (a loader of many
+	// workers with large batches reads all over its epoch at once).
+	for range min(len(req.seen), lostAfter) {
+		tr.acc.add(true)
+	}
 	c.catchUp(cur, tr.seen)
 	for _, other := range st.by { // the other candidates were not it
 		other.seen = nil
