@@ -50,11 +50,10 @@ func main() {
 
 // measurement is one dataset's figures.
 type measurement struct {
-	files             int
-	peak, end         int64 // leader VmHWM and VmRSS at the end, bytes
-	planPeak          int64 // augur plan's maximum RSS, bytes
-	streams           string
-	copies, listedFor float64
+	files     int
+	peak, end int64 // leader VmHWM and VmRSS at the end, bytes
+	planPeak  int64 // augur plan's maximum RSS, bytes
+	streams   string
 }
 
 func run(files, small int, dir string, read int, hold time.Duration, bin string) error {
