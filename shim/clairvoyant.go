@@ -152,9 +152,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 // toldCursor follows a configured sampler other than a DistributedSampler
 // (random, numpy, an order file): it is taken as told.
 func (c *clairvoyant) toldCursor(rank int) *cursor {
-	c.pred.mu.Lock()
-	defer c.pred.mu.Unlock()
-	return newCursor(c.pred.DS, cursorKey{rank: rank}, c.pred.samplers[rank], &c.pred.perms)
+	return newCursor(c.pred.DS, cursorKey{rank: rank}, c.pred.sampler(rank), &c.pred.perms)
 }
 
 func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler, ps *perms) *cursor {

@@ -108,13 +108,18 @@ func (p *Prediction) AddRank(g int) error {
 // Reads is the order of dataset indices rank reads in epoch; nil for a
 // rank not predicted.
 func (p *Prediction) Reads(rank, epoch int) seed.Order {
-	p.mu.Lock()
-	s, ok := p.samplers[rank]
-	p.mu.Unlock()
-	if !ok {
+	s := p.sampler(rank)
+	if s == nil {
 		return nil
 	}
 	return p.perms.orderOf(s, epoch, p.Len())
+}
+
+// sampler is global rank's sampler, nil if it is not predicted.
+func (p *Prediction) sampler(rank int) seed.Sampler {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.samplers[rank]
 }
 
 // Order is Reads as a list.
