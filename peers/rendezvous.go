@@ -1,0 +1,271 @@
+package peers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/augur-hpc/augur/tiering"
+	"golang.org/x/sys/unix"
+)
+
+// Rendezvous is where a job's leaders meet: the directory <dir>/<job> on
+// a filesystem every node mounts. It holds node-<i>, node i's address,
+// and secret, the job's key. The directory and everything in it must be
+// the user's and written by no one else (a shared filesystem is a shared
+// place: another user must not be able to point us at their listener);
+// the secret must be readable by no one else. Every file is written
+// under a temporary name and renamed (or linked) into place, so a reader
+// on another node sees a whole file or none, and each method enters the
+// directory afresh with O_NOFOLLOW: the leader lives in a host program
+// that may close descriptors it does not own.
+type Rendezvous struct {
+	Dir   string // <dir>/<job>
+	nodes int
+}
+
+// Files of a rendezvous directory.
+const (
+	secretName = "secret"
+	tmpPrefix  = ".tmp-"
+	maxEntry   = 1024 // no address or secret is longer: anything longer is not ours
+)
+
+// OpenRendezvous creates <dir> (its last component only) and <dir>/<job>
+// as needed, mode 0700, and checks that the job's directory is this
+// user's and not writable by others.
+func OpenRendezvous(dir, job string, nodes int) (*Rendezvous, error) {
+	if err := checkJob(job); err != nil {
+		return nil, fmt.Errorf("rendezvous: job id %q %w", job, err)
+	}
+	r := &Rendezvous{Dir: strings.TrimRight(dir, "/") + "/" + job, nodes: nodes}
+	for _, d := range []string{dir, r.Dir} {
+		if err := unix.Mkdir(d, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("rendezvous: mkdir %s: %w", d, err)
+		}
+	}
+	fd, err := r.open()
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(fd)
+	return r, nil
+}
+
+// open enters the job's directory without following a symlink and
+// checks it. The caller closes the descriptor.
+func (r *Rendezvous) open() (int, error) {
+	fd, err := unix.Open(r.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var st unix.Stat_t
+		if unix.Lstat(r.Dir, &st) == nil {
+			if uerr := tiering.Untrusted(r.Dir, &st, unix.S_IFDIR); uerr != nil {
+				return -1, fmt.Errorf("rendezvous: %w", uerr)
+			}
+		}
+		return -1, fmt.Errorf("rendezvous: open %s: %w", r.Dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("rendezvous: stat %s: %w", r.Dir, err)
+	}
+	if err := tiering.Untrusted(r.Dir, &st, unix.S_IFDIR); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("rendezvous: %w", err)
+	}
+	return fd, nil
+}
+
+func nodeName(node int) string { return "node-" + strconv.Itoa(node) }
+
+// Announce publishes addr as node's address, replacing what an earlier
+// leader of that node wrote.
+func (r *Rendezvous) Announce(node int, addr string) error {
+	if node < 0 || node >= r.nodes {
+		return fmt.Errorf("rendezvous: node %d of a job of %d nodes", node, r.nodes)
+	}
+	if err := checkAddr(addr, false); err != nil {
+		return fmt.Errorf("rendezvous: %w", err)
+	}
+	fd, err := r.open()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	tmp, err := r.writeTemp(fd, addr)
+	if err != nil {
+		return err
+	}
+	if err := unix.Renameat(fd, tmp, fd, nodeName(node)); err != nil {
+		unix.Unlinkat(fd, tmp, 0)
+		return fmt.Errorf("rendezvous: rename %s/%s: %w", r.Dir, nodeName(node), err)
+	}
+	return nil
+}
+
+// writeTemp writes line to a new private file in the directory fd,
+// synced so that another node never reads it short, and returns its
+// name.
+func (r *Rendezvous) writeTemp(fd int, line string) (string, error) {
+	var b [8]byte
+	rand.Read(b[:])
+	name := tmpPrefix + hex.EncodeToString(b[:])
+	tfd, err := unix.Openat(fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("rendezvous: create %s/%s: %w", r.Dir, name, err)
+	}
+	f := os.NewFile(uintptr(tfd), r.Dir+"/"+name)
+	_, err = f.WriteString(line + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		unix.Unlinkat(fd, name, 0)
+		return "", fmt.Errorf("rendezvous: %w", err)
+	}
+	return name, nil
+}
+
+// Addrs reads the addresses announced so far, "" for a node that has
+// not announced itself. An entry that is not the user's own, not private
+// to writing, or not an address is reported and left out.
+func (r *Rendezvous) Addrs() ([]string, error) {
+	fd, err := r.open()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	addrs := make([]string, r.nodes)
+	var errs []error
+	for i := range addrs {
+		line, err := r.read(fd, nodeName(i), false)
+		if err == nil {
+			err = checkAddr(line, false)
+		}
+		switch {
+		case err == nil:
+			addrs[i] = line
+		case !errors.Is(err, unix.ENOENT):
+			errs = append(errs, fmt.Errorf("rendezvous: %s/%s: %w", r.Dir, nodeName(i), err))
+		}
+	}
+	return addrs, errors.Join(errs...)
+}
+
+// read reads the one line of name in the directory fd, if it is a
+// regular file of the user's that no one else may write (or, private,
+// read).
+func (r *Rendezvous) read(fd int, name string, private bool) (string, error) {
+	// O_NONBLOCK: a FIFO put there must not hang the open; the checks
+	// below then refuse it.
+	nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(nfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(nfd, &st); err != nil {
+		return "", err
+	}
+	if err := tiering.Untrusted(r.Dir+"/"+name, &st, unix.S_IFREG); err != nil {
+		return "", err
+	}
+	if private && st.Mode&0o077 != 0 {
+		return "", fmt.Errorf("mode %04o lets others read it; it must be 0600", st.Mode&0o7777)
+	}
+	buf := make([]byte, maxEntry+1)
+	n, err := unix.Read(nfd, buf)
+	if err != nil {
+		return "", err
+	}
+	if n > maxEntry {
+		return "", errors.New("too long to be augur's")
+	}
+	return strings.TrimSuffix(string(buf[:n]), "\n"), nil
+}
+
+// Secret returns the job's secret, creating it if no leader has yet. It
+// is created whole under a temporary name and linked into place, which
+// fails if another node was first; then everyone reads that one.
+func (r *Rendezvous) Secret() (string, error) {
+	fd, err := r.open()
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	s, err := r.readSecret(fd)
+	if !errors.Is(err, unix.ENOENT) {
+		return s, err
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	tmp, err := r.writeTemp(fd, hex.EncodeToString(b[:]))
+	if err != nil {
+		return "", err
+	}
+	err = unix.Linkat(fd, tmp, fd, secretName, 0)
+	unix.Unlinkat(fd, tmp, 0)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return "", fmt.Errorf("rendezvous: link %s/%s: %w", r.Dir, secretName, err)
+	}
+	return r.readSecret(fd)
+}
+
+func (r *Rendezvous) readSecret(fd int) (string, error) {
+	s, err := r.read(fd, secretName, true)
+	if err == nil {
+		err = checkSecret(s)
+	}
+	if err != nil {
+		return "", fmt.Errorf("rendezvous: secret %s/%s: %w", r.Dir, secretName, err)
+	}
+	return s, nil
+}
+
+// Await polls until every node has announced itself, ctx ends, or
+// timeout passes, and returns the addresses. Its error names the nodes
+// still missing and any entry that was refused. A shared filesystem may
+// cache a directory's entries for seconds: give it time.
+func (r *Rendezvous) Await(ctx context.Context, timeout time.Duration) ([]string, error) {
+	deadline := time.Now().Add(timeout)
+	wait := 50 * time.Millisecond
+	for {
+		addrs, err := r.Addrs()
+		if addrs == nil { // the directory itself is unusable
+			return nil, err
+		}
+		missing := missingNodes(addrs)
+		if err == nil && len(missing) == 0 {
+			return addrs, nil
+		}
+		if time.Until(deadline) < wait {
+			return addrs, errors.Join(fmt.Errorf("rendezvous %s: nodes %v did not announce themselves within %v", r.Dir, missing, timeout), err)
+		}
+		select {
+		case <-ctx.Done():
+			return addrs, errors.Join(fmt.Errorf("rendezvous %s: nodes %v missing: %w", r.Dir, missing, ctx.Err()), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func missingNodes(addrs []string) []int {
+	var m []int
+	for i, a := range addrs {
+		if a == "" {
+			m = append(m, i)
+		}
+	}
+	return m
+}
