@@ -1,0 +1,147 @@
+package peers
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/tiering"
+)
+
+const testSecret = "test-secret-0123456789"
+
+// testCase is one node's dataset root, two tiers and peer server, on a
+// loopback address.
+type testCase struct {
+	t     *testing.T
+	dir   string
+	root  string   // the dataset root
+	tiers []string // tier directories, fastest first
+	srv   *Server
+	addr  string // where srv listens
+}
+
+// newTestCase makes the directories and starts a server on host
+// (a 127.0.0.0/8 address) for a job of nodes nodes.
+func newTestCase(t *testing.T, host string, nodes int) *testCase {
+	t.Helper()
+	tc := &testCase{t: t, dir: t.TempDir()}
+	tc.root = tc.dir + "/pfs/ds"
+	tc.tiers = []string{tc.dir + "/t0", tc.dir + "/t1"}
+	if err := os.MkdirAll(tc.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Roots: []string{tc.root}, Tiers: tc.tiers, Secret: testSecret, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.addr, err = srv.Listen(host + ":0"); err != nil {
+		t.Fatal(err)
+	}
+	tc.srv = srv
+	t.Cleanup(func() { srv.Close() })
+	return tc
+}
+
+// source writes a file of n random bytes (seeded by its name) under the
+// root and returns its path and content.
+func (tc *testCase) source(rel string, n int) (string, []byte) {
+	tc.t.Helper()
+	p := filepath.Join(tc.root, rel)
+	r := rand.New(rand.NewPCG(uint64(n), uint64(len(rel))))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		tc.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		tc.t.Fatal(err)
+	}
+	return p, b
+}
+
+// publish copies source into tier i by the tiering package's protocol.
+func (tc *testCase) publish(i int, source string) {
+	tc.t.Helper()
+	tr, err := tiering.Open(tiering.Tier{Path: tc.tiers[i], Capacity: 1 << 30, Threads: 1})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Publish(source); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+// copyOf is the path of source's copy in tier i.
+func (tc *testCase) copyOf(i int, source string) string {
+	p, err := tiering.CopyPath(tc.tiers[i], source)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return p
+}
+
+// ident is a file's size and mtime in nanoseconds.
+func ident(t *testing.T, path string) (int64, int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size(), fi.ModTime().UnixNano()
+}
+
+// query is the request target for a file.
+func query(path string, size, mtime int64, from int) string {
+	v := url.Values{"path": {path}, "size": {strconv.FormatInt(size, 10)},
+		"mtime": {strconv.FormatInt(mtime, 10)}, "from": {strconv.Itoa(from)}}
+	return copyEndpoint + "?" + v.Encode()
+}
+
+// get sends a request for target to the server, signed with secret
+// unless it is "", with the given Range unless "", and returns the
+// status and body.
+func (tc *testCase) get(method, target, secret, rng string) (int, []byte) {
+	tc.t.Helper()
+	req, err := http.NewRequest(method, "http://"+tc.addr+target, nil)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	if secret != "" {
+		sign(req, []byte(secret))
+	}
+	hc := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// notServed is the server's count of requests not served for reason.
+func (tc *testCase) notServed(why string) int64 { return tc.srv.Stats().NotServed[why] }
+
+func equalBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: %d bytes differ from the %d expected", what, len(got), len(want))
+	}
+}

@@ -1,0 +1,445 @@
+package peers
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// copyEndpoint is the one thing a Server serves:
+//
+//	GET /v1/copy?path=<source>&size=<bytes>&mtime=<ns>&from=<node>
+//
+// answered with the bytes of this node's copy of the source, if it has
+// one of that size and mtime.
+const copyEndpoint = "/v1/copy"
+
+// ServerConfig is what a Server serves and to whom.
+type ServerConfig struct {
+	Roots  []string // the job's dataset roots, absolute: only copies of files below them are served
+	Tiers  []string // this node's tier directories, fastest first
+	Secret string   // the job's secret
+	Nodes  int      // nodes in the job (requests name the asking node)
+	Log    zerolog.Logger
+}
+
+// Server serves this node's tier copies to the job's other nodes. It
+// reads the tiers only, with the same trust rules as the data plane: a
+// copy is served only if every directory on the way and the copy itself
+// are this user's, written by no one else, and no symlink; and only if
+// it has the size and mtime the asker expects of the source (a copy
+// keeps its source's mtime), so a stale copy never leaves the node. The
+// body goes from the tier file to the socket by sendfile(2).
+type Server struct {
+	cfg     ServerConfig
+	key     []byte
+	out     []flow // per asking node
+	refused [nReasons]atomic.Int64
+	said    [nReasons]atomic.Bool // each notable reason is logged once
+	srv     *http.Server
+}
+
+// reason is why a request was not served.
+type reason int
+
+const (
+	refusedAuth      reason = iota // no proof of the secret, or a wrong one: 403
+	refusedRequest                 // malformed: bad method, endpoint, parameter or path: 400, 405
+	refusedOutside                 // a path outside the dataset roots: 403
+	refusedMissing                 // no copy here: 404
+	refusedStale                   // a copy, but of another size or mtime: 409
+	refusedUntrusted               // a copy this node would not serve itself (symlink, another user's): 404
+	refusedRange                   // a Range the copy cannot satisfy: 416
+	refusedFailed                  // an I/O error here: 500
+	nReasons
+)
+
+var reasonNames = [nReasons]string{"auth", "request", "outside", "missing", "stale", "untrusted", "range", "failed"}
+
+// notable reasons are logged (once): they mean a misconfiguration or an
+// attack, not a file a peer does not hold yet.
+var notable = [nReasons]bool{refusedAuth: true, refusedOutside: true, refusedUntrusted: true, refusedFailed: true}
+
+// NewServer checks cfg and returns a Server that serves nothing until
+// Listen.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := checkSecret(cfg.Secret); err != nil {
+		return nil, fmt.Errorf("peer server: secret %w", err)
+	}
+	if cfg.Nodes < 1 {
+		return nil, fmt.Errorf("peer server: %d nodes", cfg.Nodes)
+	}
+	for _, dirs := range [][]string{cfg.Roots, cfg.Tiers} {
+		for _, d := range dirs {
+			if !filepath.IsAbs(d) {
+				return nil, fmt.Errorf("peer server: %q is not an absolute path", d)
+			}
+		}
+	}
+	s := &Server{cfg: cfg, key: []byte(cfg.Secret), out: make([]flow, cfg.Nodes)}
+	s.cfg.Roots = make([]string, len(cfg.Roots))
+	for i, r := range cfg.Roots {
+		s.cfg.Roots[i] = filepath.Clean(r)
+	}
+	return s, nil
+}
+
+// Listen binds addr, one address (never every interface), and serves on
+// it until Close. It returns the address for the other nodes to dial:
+// addr's host with the port bound. Call it once.
+func (s *Server) Listen(addr string) (string, error) {
+	if err := checkAddr(addr, true); err != nil {
+		return "", fmt.Errorf("peer server: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("peer server: %w", err)
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		// net/http would print to the host program's stderr.
+		ErrorLog: log.New(debugWriter{s.cfg.Log}, "", 0),
+	}
+	go s.srv.Serve(ln)
+	host, _, _ := net.SplitHostPort(addr)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return net.JoinHostPort(host, port), nil
+}
+
+// Close stops serving and closes every connection.
+func (s *Server) Close() error {
+	if s.srv == nil {
+		return nil
+	}
+	return s.srv.Close()
+}
+
+// debugWriter turns net/http's log lines into debug messages.
+type debugWriter struct{ log zerolog.Logger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.log.Debug().Msg("peer server: " + strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// asked is a parsed request.
+type asked struct {
+	source      string
+	size, mtime int64
+	from        int
+}
+
+// ServeHTTP implements http.Handler. The proof of the secret is checked
+// before anything else, so that a stranger learns nothing, not even
+// whether a path is well formed.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !verify(r, s.key) {
+		s.refuse(w, r, refusedAuth, statusOf[refusedAuth], "missing or wrong "+authHeader)
+		return
+	}
+	if r.Method != http.MethodGet {
+		s.refuse(w, r, refusedRequest, http.StatusMethodNotAllowed, "GET only")
+		return
+	}
+	a, why, msg := s.parse(r)
+	if msg != "" {
+		s.refuse(w, r, why, statusOf[why], msg)
+		return
+	}
+	f, why := s.find(a)
+	if f == nil {
+		s.refuse(w, r, why, statusOf[why], "no copy of "+a.source+" with that size and mtime")
+		return
+	}
+	s.send(w, r, f, a)
+}
+
+// statusOf is the HTTP status of each reason. An untrusted copy is
+// "not found": the asker goes to the shared filesystem for that file,
+// and the peer is not to blame.
+var statusOf = [nReasons]int{
+	refusedAuth:      http.StatusForbidden,
+	refusedRequest:   http.StatusBadRequest,
+	refusedOutside:   http.StatusForbidden,
+	refusedMissing:   http.StatusNotFound,
+	refusedStale:     http.StatusConflict,
+	refusedUntrusted: http.StatusNotFound,
+	refusedRange:     http.StatusRequestedRangeNotSatisfiable,
+	refusedFailed:    http.StatusInternalServerError,
+}
+
+// parse reads the request's parameters. A problem comes back as a reason
+// and a message.
+func (s *Server) parse(r *http.Request) (asked, reason, string) {
+	if r.URL.Path != copyEndpoint {
+		return asked{}, refusedRequest, "no such endpoint"
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return asked{}, refusedRequest, "bad query"
+	}
+	var a asked
+	var nums [3]int64
+	for i, k := range []string{"size", "mtime", "from"} {
+		if len(q[k]) != 1 {
+			return asked{}, refusedRequest, "one " + k + " needed"
+		}
+		if nums[i], err = strconv.ParseInt(q[k][0], 10, 64); err != nil {
+			return asked{}, refusedRequest, "bad " + k
+		}
+	}
+	a.size, a.mtime = nums[0], nums[1]
+	if nums[2] < 0 || nums[2] >= int64(len(s.out)) || a.size < 0 {
+		return asked{}, refusedRequest, "bad size or node"
+	}
+	a.from = int(nums[2])
+	if len(q["path"]) != 1 {
+		return asked{}, refusedRequest, "one path needed"
+	}
+	src, why, msg := s.sourcePath(q["path"][0])
+	a.source = src
+	return a, why, msg
+}
+
+// sourcePath checks a requested source path: absolute, without NUL or
+// "..", and below a dataset root once cleaned. The copy is found from
+// it lexically (tiering.CopyPath), so no symlink in the dataset can lead
+// anywhere.
+func (s *Server) sourcePath(raw string) (string, reason, string) {
+	if !strings.HasPrefix(raw, "/") || strings.IndexByte(raw, 0) >= 0 {
+		return "", refusedRequest, "path must be absolute, without NUL"
+	}
+	for _, part := range strings.Split(raw, "/") {
+		if part == ".." {
+			return "", refusedRequest, "path must not hold .."
+		}
+	}
+	p := path.Clean(raw)
+	for _, root := range s.cfg.Roots {
+		if within(root, p) {
+			return p, refusedRequest, ""
+		}
+	}
+	return "", refusedOutside, "path outside the dataset"
+}
+
+// within says whether the clean path p lies strictly below root.
+func within(root, p string) bool {
+	if root == "/" {
+		return p != "/"
+	}
+	return strings.HasPrefix(p, root+"/")
+}
+
+// find opens the copy of a.source in the fastest tier that holds one of
+// a's size and mtime. Without one (nil) it says why: the worst of what
+// the tiers had (a stale or untrusted copy, a failure) over none at all.
+func (s *Server) find(a asked) (*os.File, reason) {
+	why := refusedMissing
+	for _, tier := range s.cfg.Tiers {
+		f, st, err := openCopy(tier, a.source)
+		if err != nil {
+			why = max(why, classify(err))
+			continue
+		}
+		if st.Size == a.size && st.Mtim.Nano() == a.mtime {
+			return f, 0
+		}
+		f.Close()
+		why = max(why, refusedStale)
+	}
+	return nil, why
+}
+
+// classify names the reason an openCopy error gives the asker.
+func classify(err error) reason {
+	var unsafe *tiering.UnsafeError
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, tiering.ErrNotCopyable):
+		return refusedMissing
+	case errors.As(err, &unsafe) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+		return refusedUntrusted
+	}
+	return refusedFailed
+}
+
+// openCopy opens the copy of source in tier, walking from the tier's
+// directory one component at a time with O_NOFOLLOW, each directory
+// checked (tiering.Untrusted) before it is entered, and checks the copy:
+// a regular file of this user's that no one else may write. The caller
+// closes the file.
+func openCopy(tier, source string) (*os.File, *unix.Stat_t, error) {
+	p, err := tiering.CopyPath(tier, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	parts := strings.Split(strings.TrimPrefix(p, tier+"/"), "/")
+	fd, err := openChecked(unix.AT_FDCWD, tier, tier, unix.O_DIRECTORY, unix.S_IFDIR)
+	if err != nil {
+		return nil, nil, err
+	}
+	at := tier
+	for _, dir := range parts[:len(parts)-1] {
+		at += "/" + dir
+		sub, err := openChecked(fd, dir, at, unix.O_DIRECTORY, unix.S_IFDIR)
+		unix.Close(fd)
+		if err != nil {
+			return nil, nil, err
+		}
+		fd = sub
+	}
+	// O_NONBLOCK: a FIFO must not hang the open; the check refuses it.
+	ffd, err := openChecked(fd, parts[len(parts)-1], p, unix.O_NONBLOCK, unix.S_IFREG)
+	unix.Close(fd)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(ffd, &st); err != nil {
+		unix.Close(ffd)
+		return nil, nil, err
+	}
+	unix.SetNonblock(ffd, false)
+	return os.NewFile(uintptr(ffd), p), &st, nil
+}
+
+// openChecked opens name (below dirfd; path in messages) read-only with
+// flags, without following a symlink, and checks it is a trusted kind.
+func openChecked(dirfd int, name, path string, flags int, kind uint32) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := tiering.Untrusted(path, &st, kind); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// minWriteRate bounds how slowly an asker may take a file: a dead one
+// would otherwise hold the tier file and a goroutine until TCP gives up.
+const minWriteRate = 1 << 20 // bytes per second
+
+// send serves the copy f (Range included) through http.ServeContent,
+// whose io.Copy from an *os.File to the connection is sendfile(2).
+func (s *Server) send(w http.ResponseWriter, r *http.Request, f *os.File, a asked) {
+	defer f.Close()
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30*time.Second + time.Duration(a.size/minWriteRate)*time.Second))
+	w.Header().Set("Content-Type", "application/octet-stream") // not sniffed from the content
+	cw := &countingWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, "", time.Time{}, f)
+	switch {
+	case cw.status == http.StatusRequestedRangeNotSatisfiable:
+		s.count(r, refusedRange, "")
+	case cw.status >= 400 || cw.err != nil:
+		s.count(r, refusedFailed, fmt.Sprintf("status %d, %v", cw.status, cw.err))
+	default:
+		s.out[a.from].Files.Add(1)
+		s.out[a.from].Bytes.Add(cw.n)
+	}
+}
+
+// countingWriter counts the body bytes written and keeps the status.
+// It forwards ReadFrom, through which the connection's sendfile is
+// reached: without it, io.Copy would copy through a buffer.
+type countingWriter struct {
+	http.ResponseWriter
+	n      int64
+	status int
+	err    error
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	w.err = cmp.Or(w.err, err)
+	return n, err
+}
+
+func (w *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	var err error
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	}
+	w.n += n
+	w.err = cmp.Or(w.err, err)
+	return n, err
+}
+
+// refuse answers a request that is not served, and counts it.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, why reason, status int, msg string) {
+	s.count(r, why, msg)
+	http.Error(w, msg, status)
+}
+
+// count counts a request not served, and logs the first of each notable
+// reason.
+func (s *Server) count(r *http.Request, why reason, msg string) {
+	s.refused[why].Add(1)
+	if notable[why] && s.said[why].CompareAndSwap(false, true) {
+		s.cfg.Log.Warn().Str("from", r.RemoteAddr).Str("request", r.RequestURI).
+			Msgf("peer server: refused a request (%s): %s; further ones are only counted", reasonNames[why], msg)
+	}
+}
+
+// flow counts what this node served to one other node.
+type flow struct {
+	Files atomic.Int64
+	Bytes atomic.Int64
+}
+
+// ServerStats is what a Server did: per asking node, the files and bytes
+// served; per reason, the requests not served.
+type ServerStats struct {
+	Files     []int64          `json:"peer_files_out"`
+	Bytes     []int64          `json:"peer_bytes_out"`
+	NotServed map[string]int64 `json:"peer_not_served"`
+}
+
+// Stats reads the counters.
+func (s *Server) Stats() ServerStats {
+	st := ServerStats{NotServed: map[string]int64{}}
+	for i := range s.out {
+		st.Files = append(st.Files, s.out[i].Files.Load())
+		st.Bytes = append(st.Bytes, s.out[i].Bytes.Load())
+	}
+	for why := range nReasons {
+		if n := s.refused[why].Load(); n > 0 {
+			st.NotServed[reasonNames[why]] = n
+		}
+	}
+	return st
+}

@@ -1,0 +1,208 @@
+package peers
+
+import (
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServeCopies(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 3)
+	a, content := tc.source("cls/a.bin", 300<<10)
+	b, bcontent := tc.source("cls/b.bin", 1000)
+	tc.publish(0, a)
+	tc.publish(1, b) // only in the slower tier
+	size, mtime := ident(t, a)
+	status, body := tc.get("GET", query(a, size, mtime, 2), testSecret, "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	equalBytes(t, "a", body, content)
+	bsize, bmtime := ident(t, b)
+	status, body = tc.get("GET", query(b, bsize, bmtime, 1), testSecret, "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	equalBytes(t, "b", body, bcontent)
+	st := tc.srv.Stats()
+	if !slices.Equal(st.Files, []int64{0, 1, 1}) || !slices.Equal(st.Bytes, []int64{0, 1000, 300 << 10}) || len(st.NotServed) != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestServeRange(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.2", 2)
+	a, content := tc.source("a", 64<<10)
+	tc.publish(0, a)
+	size, mtime := ident(t, a)
+	status, body := tc.get("GET", query(a, size, mtime, 0), testSecret, "bytes=1000-4999")
+	if status != http.StatusPartialContent {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	equalBytes(t, "range", body, content[1000:5000])
+	status, _ = tc.get("GET", query(a, size, mtime, 0), testSecret, "bytes=70000-")
+	if status != http.StatusRequestedRangeNotSatisfiable || tc.notServed("range") != 1 {
+		t.Errorf("a range past the end: status %d, counted %d", status, tc.notServed("range"))
+	}
+	if got := tc.srv.Stats().Bytes[0]; got != 4000 {
+		t.Errorf("%d bytes counted; want 4000", got)
+	}
+}
+
+func TestServeRefuses(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 2)
+	a, _ := tc.source("a", 4096)
+	tc.publish(0, a)
+	size, mtime := ident(t, a)
+	root := tc.root
+	cases := []struct {
+		name   string
+		method string
+		target string
+		secret string
+		status int
+		reason string
+	}{
+		{"no proof", "GET", query(a, size, mtime, 0), "", 403, "auth"},
+		{"wrong secret", "GET", query(a, size, mtime, 0), "another-secret-0123456", 403, "auth"},
+		{"post", "POST", query(a, size, mtime, 0), testSecret, 405, "request"},
+		{"other endpoint", "GET", "/v1/other?path=" + a, testSecret, 400, "request"},
+		{"no size", "GET", copyEndpoint + "?path=" + a + "&mtime=1&from=0", testSecret, 400, "request"},
+		{"two paths", "GET", query(a, size, mtime, 0) + "&path=" + a, testSecret, 400, "request"},
+		{"bad escape", "GET", query(a, size, mtime, 0) + "&x=%zz", testSecret, 400, "request"},
+		{"node out of range", "GET", query(a, size, mtime, 2), testSecret, 400, "request"},
+		{"negative size", "GET", query(a, -1, mtime, 0), testSecret, 400, "request"},
+		{"relative", "GET", query("pfs/ds/a", size, mtime, 0), testSecret, 400, "request"},
+		{"dot dot", "GET", query(root+"/../../../etc/passwd", size, mtime, 0), testSecret, 400, "request"},
+		{"dot dot inside", "GET", query(root+"/x/../a", size, mtime, 0), testSecret, 400, "request"},
+		{"nul", "GET", query(a+"\x00.jpg", size, mtime, 0), testSecret, 400, "request"},
+		{"outside", "GET", query("/etc/passwd", size, mtime, 0), testSecret, 403, "outside"},
+		{"the root", "GET", query(root, size, mtime, 0), testSecret, 403, "outside"},
+		{"a prefix of the root", "GET", query(root+"x/a", size, mtime, 0), testSecret, 403, "outside"},
+		{"not held", "GET", query(root+"/b", size, mtime, 0), testSecret, 404, "missing"},
+		{"other size", "GET", query(a, size+1, mtime, 0), testSecret, 409, "stale"},
+		{"other mtime", "GET", query(a, size, mtime+1, 0), testSecret, 409, "stale"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := tc.notServed(c.reason)
+			status, body := tc.get(c.method, c.target, c.secret, "")
+			if status != c.status || tc.notServed(c.reason) != before+1 {
+				t.Errorf("status %d (%s), %s counted %d; want %d, one more than %d", status, strings.TrimSpace(string(body)),
+					c.reason, tc.notServed(c.reason), c.status, before)
+			}
+		})
+	}
+	if st := tc.srv.Stats(); st.Files[0] != 0 || st.Files[1] != 0 {
+		t.Errorf("something was served: %+v", st)
+	}
+}
+
+// TestServeProofIsBoundToTheRequest: a proof taken from one request does
+// not serve another file or another range.
+func TestServeProofIsBoundToTheRequest(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 1)
+	a, _ := tc.source("a", 4096)
+	b, _ := tc.source("b", 4096)
+	tc.publish(0, a)
+	tc.publish(0, b)
+	size, mtime := ident(t, a)
+	req, _ := http.NewRequest("GET", "http://"+tc.addr+query(a, size, mtime, 0), nil)
+	req.Header.Set("Range", "bytes=0-9")
+	sign(req, []byte(testSecret))
+	proof := req.Header.Get(authHeader)
+	bsize, bmtime := ident(t, b)
+	for _, r := range []struct{ target, rng string }{{query(b, bsize, bmtime, 0), "bytes=0-9"}, {query(a, size, mtime, 0), "bytes=0-"}} {
+		replay, _ := http.NewRequest("GET", "http://"+tc.addr+r.target, nil)
+		replay.Header.Set("Range", r.rng)
+		replay.Header.Set(authHeader, proof)
+		resp, err := http.DefaultClient.Do(replay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("replayed proof for %s %s: status %d", r.target, r.rng, resp.StatusCode)
+		}
+	}
+}
+
+func TestServeRefusesUntrustedCopies(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 1)
+	secret := tc.dir + "/private.txt" // a file of the user's outside any tier
+	os.WriteFile(secret, []byte("private bytes"), 0o600)
+	ssize, smtime := ident(t, secret)
+	sources := map[string]string{}
+	for _, name := range []string{"link", "dirlink/x", "nobody", "writable", "fifo"} {
+		p, _ := tc.source(name, 13)
+		tc.publish(0, p)
+		sources[name] = p
+	}
+	// The copy itself a symlink to the private file.
+	c := tc.copyOf(0, sources["link"])
+	os.Remove(c)
+	os.Symlink(secret, c)
+	// A directory of the tier a symlink to one holding a file named x.
+	c = tc.copyOf(0, sources["dirlink/x"])
+	os.MkdirAll(tc.dir+"/elsewhere", 0o700)
+	os.Rename(c, tc.dir+"/elsewhere/x")
+	os.Remove(c[:len(c)-2])
+	os.Symlink(tc.dir+"/elsewhere", c[:len(c)-2])
+	// Another user's copy, and one anybody may write.
+	os.Chown(tc.copyOf(0, sources["nobody"]), 65534, 65534)
+	os.Chmod(tc.copyOf(0, sources["writable"]), 0o666)
+	// A FIFO where the copy was: must not hang the server.
+	c = tc.copyOf(0, sources["fifo"])
+	os.Remove(c)
+	syscall.Mkfifo(c, 0o600)
+
+	for name, src := range sources {
+		size, mtime := ident(t, src)
+		if name == "link" {
+			size, mtime = ssize, smtime // as if the asker wanted the private file's identity
+		}
+		start := time.Now()
+		status, body := tc.get("GET", query(src, size, mtime, 0), testSecret, "")
+		if status != http.StatusNotFound || strings.Contains(string(body), "private") {
+			t.Errorf("%s: status %d, body %q", name, status, body)
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Errorf("%s: took %v", name, time.Since(start))
+		}
+	}
+	if n := tc.notServed("untrusted"); n != int64(len(sources)) {
+		t.Errorf("%d counted untrusted; want %d", n, len(sources))
+	}
+}
+
+func TestServerChecksItsConfiguration(t *testing.T) {
+	good := ServerConfig{Roots: []string{"/pfs"}, Tiers: []string{"/t"}, Secret: testSecret, Nodes: 2}
+	bad := []ServerConfig{good, good, good, good}
+	bad[0].Secret = "short"
+	bad[1].Roots = []string{"pfs"}
+	bad[2].Tiers = []string{"t"}
+	bad[3].Nodes = 0
+	for _, c := range bad {
+		if _, err := NewServer(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	s, err := NewServer(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0"} {
+		if _, err := s.Listen(addr); err == nil || !strings.Contains(err.Error(), "interface") {
+			t.Errorf("Listen(%q): %v", addr, err)
+		}
+	}
+	addr, err := s.Listen("127.0.0.3:0")
+	if err != nil || !strings.HasPrefix(addr, "127.0.0.3:") || strings.HasSuffix(addr, ":0") {
+		t.Errorf("Listen: %q, %v", addr, err)
+	}
+	s.Close()
+}
