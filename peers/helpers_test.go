@@ -5,10 +5,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -99,13 +97,6 @@ func ident(t *testing.T, path string) (int64, int64) {
 		t.Fatal(err)
 	}
 	return fi.Size(), fi.ModTime().UnixNano()
-}
-
-// query is the request target for a file.
-func query(path string, size, mtime int64, from int) string {
-	v := url.Values{"path": {path}, "size": {strconv.FormatInt(size, 10)},
-		"mtime": {strconv.FormatInt(mtime, 10)}, "from": {strconv.Itoa(from)}}
-	return copyEndpoint + "?" + v.Encode()
 }
 
 // get sends a request for target to the server, signed with secret

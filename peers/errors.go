@@ -1,0 +1,25 @@
+package peers
+
+import "errors"
+
+// Errors of Client.Fetch. Every one of them means the same to the caller:
+// take this file from the shared filesystem. They differ in what they say
+// about the peer.
+var (
+	// ErrPeerDown: the peer failed recently and is left alone until its
+	// backoff interval ends; no request was sent.
+	ErrPeerDown = errors.New("peer marked down")
+	// ErrNotHeld: the peer answered, but holds no copy of that file with
+	// the size and mtime asked for (not fetched yet, evicted, or stale).
+	// The peer is healthy and stays up.
+	ErrNotHeld = errors.New("peer holds no matching copy")
+	// ErrRefused: the peer answered with an error status (bad secret,
+	// refused path, internal failure). The peer is marked down.
+	ErrRefused = errors.New("peer refused the request")
+	// ErrLength: the peer's body was not as long as the file. Whatever
+	// reached dst must be discarded. The peer is marked down.
+	ErrLength = errors.New("peer sent a body of the wrong length")
+	// ErrNoPeer: the node index names no peer (out of range, or this
+	// node itself, or a node whose address is not known yet).
+	ErrNoPeer = errors.New("no such peer")
+)
