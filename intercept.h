@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 12
+#define AUGUR_ABI_VERSION 13
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -104,6 +104,7 @@ struct augur_leader {
 	uint64_t accuracy_ppm;  /* expected / observed opens, recent window, x1e6 */
 	uint64_t staged_files;  /* copies staged for one read, in tier 0 */
 	uint64_t staged_bytes;
+	uint64_t stage_budget;  /* bytes of tier 0 staging may take */
 	uint64_t fell_back;     /* 1: no prediction could be made; reactive */
 	uint64_t events;        /* events consumed */
 	uint64_t lost;          /* slots skipped: a producer died mid-write */

@@ -36,7 +36,6 @@ type clairvoyant struct {
 	cat     *seed.Catalog
 	pool    *fetchpool.Pool
 	react   *reactive // what no cursor predicts; shares the pool
-	stage   int64     // staging budget in tier 0
 	caps    []int64   // the tiers' capacities, less the staging budget
 	horizon int       // epochs placement looks ahead
 	epochs  int       // 0: unbounded
@@ -44,6 +43,7 @@ type clairvoyant struct {
 	learn   chan learnReq // to the inference worker
 
 	mu          sync.Mutex // guards everything below
+	stage       int64      // staging budget in tier 0 (grows with the loaders' spread: growStage)
 	sizes       []int64    // per catalog file; unknownSize until stat'ed
 	where       []int8     // per file: tier holding a copy, -1 none (set by setWhere)
 	tierFiles   []uint64   // per tier: files where says it holds
@@ -55,6 +55,7 @@ type clairvoyant struct {
 	orphans     []seed.FileID             // copies the placement may not keep where they are
 	opens       map[[2]int]seed.FileID
 	sized       uint64                   // files stat'ed
+	sizedBytes  int64                    // their bytes
 	datasets    map[string]*seed.Dataset // candidates listed so far; nil: not a dataset
 	cursors     []*cursor
 	streams     map[streamID]*stream
@@ -146,6 +147,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 		}
 	}
 	setU64(&l.seg.s.leader.predicted, uint64(n))
+	setU64(&l.seg.s.leader.stage_budget, uint64(stage))
 	return c, nil
 }
 
@@ -276,6 +278,7 @@ func (c *clairvoyant) measured(i int, size int64) {
 	c.sizes[i] = size
 	c.setWhere(seed.FileID(i), t)
 	c.sized++
+	c.sizedBytes += max(size, 0)
 	setU64(&c.l.seg.s.leader.sized, c.sized)
 	if c.place != nil && (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) {
 		c.pumpAll()
@@ -545,6 +548,7 @@ func (c *clairvoyant) pumpAll() {
 	if c.pool == nil || c.place == nil {
 		return
 	}
+	c.growStage()
 	blocked := make([]bool, len(c.cursors))
 	for len(c.pending) < maxPending {
 		best, bestLead := -1, 0
@@ -561,6 +565,56 @@ func (c *clairvoyant) pumpAll() {
 		}
 		blocked[best] = !c.pumpOne(c.cursors[best])
 	}
+}
+
+// growStage widens the staging budget, when the configuration does not
+// fix it, to what the cursors' readers hold in flight. A DataLoader of W
+// workers reads W batches at once and starts each epoch by asking for
+// prefetch_factor x W of them; a cursor's window (twice the furthest its
+// readers were seen apart) is that many files, and the prefetch pointer
+// must stage that far ahead of the earliest one not read. An eighth of
+// the first tier holds that for ordinary loaders on ordinary tiers; 8
+// workers with batches of 256 on a small tier need more, or every
+// epoch's first batches read the originals. Readers never seen apart
+// (the window as it started) need nothing more. The budget at least
+// doubles each time, up to half the first tier, so the placement (which
+// the tier's rest holds) is made again only a few times.
+//
+// Preconditions: c.mu is held.
+func (c *clairvoyant) growStage() {
+	if c.l.cfg.Access.Stage > 0 || c.sized == 0 || len(c.caps) == 0 {
+		return
+	}
+	first := c.caps[0] + c.stage
+	if c.stage >= first/2 {
+		return
+	}
+	files := 0
+	for _, cur := range c.cursors {
+		if cur.window > minWindow {
+			files += cur.window
+		}
+	}
+	need := int64(files) * (c.sizedBytes / int64(c.sized))
+	if need <= c.stage {
+		return
+	}
+	stage := min(max(need, 2*c.stage), first/2)
+	c.l.log.Info().Msgf("staging budget %s -> %s: the loaders hold up to %d files in flight",
+		FormatSize(c.stage), FormatSize(stage), files)
+	c.caps[0] -= stage - c.stage
+	c.stage = stage
+	setU64(&c.l.seg.s.leader.stage_budget, uint64(stage))
+	c.replan()
+}
+
+// lookahead is how far cur's prefetch pointer runs ahead of its reads:
+// the configured lookahead, or the spread of its readers if wider. A
+// DataLoader starts each epoch by asking its workers for prefetch_factor
+// batches each at once; the pointer must be that far into the next epoch
+// before this one ends, or the burst reads the originals.
+func (c *clairvoyant) lookahead(cur *cursor) int {
+	return max(c.l.cfg.Access.Lookahead, cur.window)
 }
 
 // lead is how many accesses cur's prefetch pointer is ahead of its
@@ -588,7 +642,7 @@ func (c *clairvoyant) lead(cur *cursor) int {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) pumpOne(cur *cursor) bool {
-	look := c.l.cfg.Access.Lookahead
+	look := c.lookahead(cur)
 	for {
 		if c.epochs > 0 && cur.aEpoch >= c.epochs {
 			return false
@@ -629,7 +683,7 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 	}
 	size := c.sizes[f]
 	if old, staged := c.staged[f]; staged {
-		if c.doomed(old) { // no read will come for it: it is this one's
+		if c.doomed(f, old) { // no read will come for it: it is this one's
 			c.staged[f] = at
 			return false, true
 		}
@@ -671,7 +725,7 @@ func (c *clairvoyant) reclaim() int {
 	c.reclaimed = time.Now()
 	n := 0
 	for f, at := range c.staged {
-		doomed, cur := c.doomed(at), at.cur
+		doomed, cur := c.doomed(f, at), at.cur
 		if (doomed || c.idle(cur)) && c.unstage(f) {
 			n++
 			if !doomed && (at.epoch < cur.aEpoch || (at.epoch == cur.aEpoch && at.pos < cur.aPos)) {
@@ -682,14 +736,16 @@ func (c *clairvoyant) reclaim() int {
 	return n
 }
 
-// doomed says whether no read will come for a staged copy: its cursor is
-// gone, or has passed it (read from the original before the copy was
-// there, or before the cursor was learned).
+// doomed says whether no read will come for f's staged copy: its cursor
+// is gone, the read it was staged for came (from the original, before
+// the copy was there), or the cursor has passed it (read before the
+// cursor was learned). Its position alone does not tell: with many
+// workers reading an epoch at once, the window is most of the epoch.
 //
 // Preconditions: c.mu is held.
-func (c *clairvoyant) doomed(at stagedFor) bool {
+func (c *clairvoyant) doomed(f seed.FileID, at stagedFor) bool {
 	cur := at.cur
-	return !slices.Contains(c.cursors, cur) || at.epoch < cur.epoch-1 ||
+	return !slices.Contains(c.cursors, cur) || c.seen[f] > int32(at.epoch) || at.epoch < cur.epoch-1 ||
 		(at.epoch < cur.epoch && at.pos < cur.order(at.epoch).Len()-cur.window) ||
 		(at.epoch == cur.epoch && at.pos < cur.pos-cur.window)
 }
@@ -765,6 +821,9 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		c.stagedBytes -= c.sizes[f]
 	}
 	c.landed(f, res.Tier)
+	if at, staged := c.staged[f]; staged && c.doomed(f, at) { // late: its read came meanwhile
+		c.unstage(f)
+	}
 	addU64(&ld.copies, 1)
 	addU64(&ld.copy_bytes, uint64(res.Bytes))
 	c.publishCounts()

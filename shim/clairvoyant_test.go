@@ -201,3 +201,61 @@ func waitCond(t *testing.T, cond func() bool, state func() string) {
 		}
 	}
 }
+
+// The staging budget grows to what a cursor's readers hold in flight (its
+// window, once they were seen apart), at least doubling and at most half
+// the first tier, and the placement keeps to the rest of the tier. A
+// budget the configuration sets is kept.
+func TestStagingGrowsWithTheReadersSpread(t *testing.T) {
+	root := imageFolder(t, 2, 300, 100) // 600 files of 100 bytes
+	for _, configured := range []int64{0, 2000} {
+		seg := testSegment(t, fmt.Sprintf("unit-stage-%d", configured))
+		cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
+			Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: 16000, Threads: 1}},
+			Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
+				BatchSize: 4, WorldSize: 1, RanksPerNode: 1, Lookahead: 1024, Stage: configured}}
+		l, err := Lead(cfg, seg, zerolog.Nop())
+		if err != nil || l == nil {
+			t.Fatalf("Lead: %v", err)
+		}
+		t.Cleanup(l.Close)
+		_, caps, _ := l.poolTiers()
+		c, err := planClairvoyant(l, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range c.cat.NumFiles() {
+			c.measured(i, 100)
+		}
+		check := func(when string, stage int64) {
+			t.Helper()
+			placed := 0
+			for _, tier := range c.place.Tier {
+				if tier == 0 {
+					placed++
+				}
+			}
+			if c.stage != stage || c.caps[0] != 16000-stage || placed != int(16000-stage)/100 {
+				t.Errorf("configured %d, %s: staging %d, tier left %d, %d files placed; want staging %d and the rest placed",
+					configured, when, c.stage, c.caps[0], placed, stage)
+			}
+			if got := int64(u64(&seg.s.leader.stage_budget)); got != stage {
+				t.Errorf("configured %d, %s: augur stat shows a staging budget of %d, want %d", configured, when, got, stage)
+			}
+		}
+		c.mu.Lock()
+		c.growStage()
+		check("readers not seen apart", 2000)
+		c.cursors[0].window = 100 // 10,000 bytes in flight
+		c.growStage()
+		want := int64(8000) // half the tier
+		if configured > 0 {
+			want = configured
+		}
+		check("readers 100 files apart", want)
+		c.cursors[0].window = 40 * minWindow
+		c.growStage()
+		check("readers further apart", want)
+		c.mu.Unlock()
+	}
+}

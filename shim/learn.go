@@ -357,8 +357,11 @@ func (c *clairvoyant) learned(req learnReq, f seed.Found, err error, took time.D
 	// What the inference explained counts as followed: the cursor is
 	// trusted at once, so that readers further apart than those opens
 	// showed widen its window rather than lose it (a loader of many
-	// workers with large batches reads all over its epoch at once).
-	for range min(len(req.seen), lostAfter) {
+	// workers with large batches reads all over its epoch at once). The
+	// inference's bound on a wrong answer is stronger evidence than a
+	// run of expected opens: it counts as lostAfter of them however few
+	// opens it saw.
+	for range lostAfter {
 		tr.acc.add(true)
 	}
 	c.catchUp(cur, tr.seen)

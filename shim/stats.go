@@ -64,6 +64,7 @@ type Stats struct {
 	Accuracy      float64       `json:"prediction_accuracy"`
 	StagedFiles   uint64        `json:"staged_files"`
 	StagedBytes   uint64        `json:"staged_bytes"`
+	StageBudget   uint64        `json:"stage_budget"`
 	FellBack      bool          `json:"fell_back_to_reactive"`
 	Events        uint64        `json:"events"`
 	Lost          uint64        `json:"events_lost"`
@@ -133,6 +134,7 @@ func (s *Segment) Stats() Stats {
 		Accuracy:      float64(u64(&l.accuracy_ppm)) / 1e6,
 		StagedFiles:   u64(&l.staged_files),
 		StagedBytes:   u64(&l.staged_bytes),
+		StageBudget:   u64(&l.stage_budget),
 		FellBack:      u64(&l.fell_back) != 0,
 		Events:        u64(&l.events),
 		Lost:          u64(&l.lost),

@@ -95,9 +95,9 @@ func printStats(w io.Writer, st shim.Stats) {
 		if st.Sized < st.Predicted {
 			sized = fmt.Sprintf(" (%d stat'ed so far)", st.Sized)
 		}
-		fmt.Fprintf(w, "prediction: %d files%s, accuracy %.1f%%; prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s)\n",
+		fmt.Fprintf(w, "prediction: %d files%s, accuracy %.1f%%; prefetched in time %d, late %d, missed %d, unpredicted %d; staged %d (%s of %s)\n",
 			st.Predicted, sized, 100*st.Accuracy, st.PredHits, st.PredLate, st.PredMisses, st.Unpredicted,
-			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)))
+			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)), shim.FormatSize(int64(st.StageBudget)))
 		printStreams(w, st.Streams)
 	}
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
