@@ -2,6 +2,7 @@ package peers
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -53,11 +54,10 @@ func newTestCase(t *testing.T, host string, nodes int) *testCase {
 func (tc *testCase) source(rel string, n int) (string, []byte) {
 	tc.t.Helper()
 	p := filepath.Join(tc.root, rel)
-	r := rand.New(rand.NewPCG(uint64(n), uint64(len(rel))))
+	var seed [32]byte
+	copy(seed[:], fmt.Sprint(rel, n))
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	rand.NewChaCha8(seed).Read(b)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		tc.t.Fatal(err)
 	}

@@ -67,10 +67,11 @@ const (
 	refusedUntrusted               // a copy this node would not serve itself (symlink, another user's): 404
 	refusedRange                   // a Range the copy cannot satisfy: 416
 	refusedFailed                  // an I/O error here: 500
+	refusedAborted                 // the body was cut: the asker hung up, or took too long
 	nReasons
 )
 
-var reasonNames = [nReasons]string{"auth", "request", "outside", "missing", "stale", "untrusted", "range", "failed"}
+var reasonNames = [nReasons]string{"auth", "request", "outside", "missing", "stale", "untrusted", "range", "failed", "aborted"}
 
 // notable reasons are logged (once): they mean a misconfiguration or an
 // attack, not a file a peer does not hold yet.
@@ -160,9 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, refusedRequest, http.StatusMethodNotAllowed, "GET only")
 		return
 	}
-	a, why, msg := s.parse(r)
-	if msg != "" {
-		s.refuse(w, r, why, statusOf[why], msg)
+	a, bad := s.parse(r)
+	if bad != nil {
+		s.refuse(w, r, bad.why, statusOf[bad.why], bad.msg)
 		return
 	}
 	f, why := s.find(a)
@@ -187,59 +188,67 @@ var statusOf = [nReasons]int{
 	refusedFailed:    http.StatusInternalServerError,
 }
 
-// parse reads the request's parameters. A problem comes back as a reason
-// and a message.
-func (s *Server) parse(r *http.Request) (asked, reason, string) {
+// refusal is a malformed or forbidden request: why, and what the asker
+// is told.
+type refusal struct {
+	why reason
+	msg string
+}
+
+func malformed(msg string) *refusal { return &refusal{refusedRequest, msg} }
+
+// parse reads the request's parameters.
+func (s *Server) parse(r *http.Request) (asked, *refusal) {
 	if r.URL.Path != copyEndpoint {
-		return asked{}, refusedRequest, "no such endpoint"
+		return asked{}, malformed("no such endpoint")
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return asked{}, refusedRequest, "bad query"
+		return asked{}, malformed("bad query")
 	}
-	var a asked
 	var nums [3]int64
 	for i, k := range []string{"size", "mtime", "from"} {
 		if len(q[k]) != 1 {
-			return asked{}, refusedRequest, "one " + k + " needed"
+			return asked{}, malformed("one " + k + " needed")
 		}
 		if nums[i], err = strconv.ParseInt(q[k][0], 10, 64); err != nil {
-			return asked{}, refusedRequest, "bad " + k
+			return asked{}, malformed("bad " + k)
 		}
 	}
-	a.size, a.mtime = nums[0], nums[1]
+	a := asked{size: nums[0], mtime: nums[1], from: int(nums[2])}
 	if nums[2] < 0 || nums[2] >= int64(len(s.out)) || a.size < 0 {
-		return asked{}, refusedRequest, "bad size or node"
+		return asked{}, malformed("bad size or node")
 	}
-	a.from = int(nums[2])
 	if len(q["path"]) != 1 {
-		return asked{}, refusedRequest, "one path needed"
+		return asked{}, malformed("one path needed")
 	}
-	src, why, msg := s.sourcePath(q["path"][0])
-	a.source = src
-	return a, why, msg
+	var bad *refusal
+	if a.source, bad = s.sourcePath(q["path"][0]); bad != nil {
+		return asked{}, bad
+	}
+	return a, nil
 }
 
 // sourcePath checks a requested source path: absolute, without NUL or
 // "..", and below a dataset root once cleaned. The copy is found from
 // it lexically (tiering.CopyPath), so no symlink in the dataset can lead
 // anywhere.
-func (s *Server) sourcePath(raw string) (string, reason, string) {
+func (s *Server) sourcePath(raw string) (string, *refusal) {
 	if !strings.HasPrefix(raw, "/") || strings.IndexByte(raw, 0) >= 0 {
-		return "", refusedRequest, "path must be absolute, without NUL"
+		return "", malformed("path must be absolute, without NUL")
 	}
 	for _, part := range strings.Split(raw, "/") {
 		if part == ".." {
-			return "", refusedRequest, "path must not hold .."
+			return "", malformed("path must not hold ..")
 		}
 	}
 	p := path.Clean(raw)
 	for _, root := range s.cfg.Roots {
 		if within(root, p) {
-			return p, refusedRequest, ""
+			return p, nil
 		}
 	}
-	return "", refusedOutside, "path outside the dataset"
+	return "", &refusal{refusedOutside, "path outside the dataset"}
 }
 
 // within says whether the clean path p lies strictly below root.
@@ -293,14 +302,14 @@ func openCopy(tier, source string) (*os.File, *unix.Stat_t, error) {
 		return nil, nil, err
 	}
 	parts := strings.Split(strings.TrimPrefix(p, tier+"/"), "/")
-	fd, err := openChecked(unix.AT_FDCWD, tier, tier, unix.O_DIRECTORY, unix.S_IFDIR)
+	fd, _, err := openChecked(unix.AT_FDCWD, tier, tier, unix.O_DIRECTORY, unix.S_IFDIR)
 	if err != nil {
 		return nil, nil, err
 	}
 	at := tier
 	for _, dir := range parts[:len(parts)-1] {
 		at += "/" + dir
-		sub, err := openChecked(fd, dir, at, unix.O_DIRECTORY, unix.S_IFDIR)
+		sub, _, err := openChecked(fd, dir, at, unix.O_DIRECTORY, unix.S_IFDIR)
 		unix.Close(fd)
 		if err != nil {
 			return nil, nil, err
@@ -308,37 +317,32 @@ func openCopy(tier, source string) (*os.File, *unix.Stat_t, error) {
 		fd = sub
 	}
 	// O_NONBLOCK: a FIFO must not hang the open; the check refuses it.
-	ffd, err := openChecked(fd, parts[len(parts)-1], p, unix.O_NONBLOCK, unix.S_IFREG)
+	ffd, st, err := openChecked(fd, parts[len(parts)-1], p, unix.O_NONBLOCK, unix.S_IFREG)
 	unix.Close(fd)
 	if err != nil {
 		return nil, nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(ffd, &st); err != nil {
-		unix.Close(ffd)
-		return nil, nil, err
-	}
 	unix.SetNonblock(ffd, false)
-	return os.NewFile(uintptr(ffd), p), &st, nil
+	return os.NewFile(uintptr(ffd), p), st, nil
 }
 
 // openChecked opens name (below dirfd; path in messages) read-only with
 // flags, without following a symlink, and checks it is a trusted kind.
-func openChecked(dirfd int, name, path string, flags int, kind uint32) (int, error) {
+func openChecked(dirfd int, name, path string, flags int, kind uint32) (int, *unix.Stat_t, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
 	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+		return -1, nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if err := tiering.Untrusted(path, &st, kind); err != nil {
 		unix.Close(fd)
-		return -1, err
+		return -1, nil, err
 	}
-	return fd, nil
+	return fd, &st, nil
 }
 
 // minWriteRate bounds how slowly an asker may take a file: a dead one
@@ -356,11 +360,13 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, f *os.File, a aske
 	switch {
 	case cw.status == http.StatusRequestedRangeNotSatisfiable:
 		s.count(r, refusedRange, "")
-	case cw.status >= 400 || cw.err != nil:
-		s.count(r, refusedFailed, fmt.Sprintf("status %d, %v", cw.status, cw.err))
+	case cw.status >= 400:
+		s.count(r, refusedFailed, fmt.Sprintf("status %d", cw.status))
+	case cw.err != nil:
+		s.count(r, refusedAborted, cw.err.Error())
 	default:
-		s.out[a.from].Files.Add(1)
-		s.out[a.from].Bytes.Add(cw.n)
+		s.out[a.from].files.Add(1)
+		s.out[a.from].bytes.Add(cw.n)
 	}
 }
 
@@ -386,6 +392,8 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom falls back to a plain copy for a ResponseWriter without it
+// (a wrapper of a middleware or a test).
 func (w *countingWriter) ReadFrom(r io.Reader) (int64, error) {
 	var n int64
 	var err error
@@ -417,8 +425,8 @@ func (s *Server) count(r *http.Request, why reason, msg string) {
 
 // flow counts what this node served to one other node.
 type flow struct {
-	Files atomic.Int64
-	Bytes atomic.Int64
+	files atomic.Int64
+	bytes atomic.Int64
 }
 
 // ServerStats is what a Server did: per asking node, the files and bytes
@@ -433,8 +441,8 @@ type ServerStats struct {
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{NotServed: map[string]int64{}}
 	for i := range s.out {
-		st.Files = append(st.Files, s.out[i].Files.Load())
-		st.Bytes = append(st.Bytes, s.out[i].Bytes.Load())
+		st.Files = append(st.Files, s.out[i].files.Load())
+		st.Bytes = append(st.Bytes, s.out[i].bytes.Load())
 	}
 	for why := range nReasons {
 		if n := s.refused[why].Load(); n > 0 {

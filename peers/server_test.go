@@ -206,3 +206,27 @@ func TestServerChecksItsConfiguration(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestServeCountsAbortedBodies: an asker that hangs up mid-body is
+// counted, and the file is not counted as served.
+func TestServeCountsAbortedBodies(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 1)
+	a, _ := tc.source("big", 32<<20) // more than the socket buffers hold
+	tc.publish(0, a)
+	size, mtime := ident(t, a)
+	req, _ := http.NewRequest("GET", "http://"+tc.addr+query(a, size, mtime, 0), nil)
+	sign(req, []byte(testSecret))
+	resp, err := (&http.Transport{Proxy: nil}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Read(make([]byte, 1))
+	resp.Body.Close() // hangs up
+	deadline := time.Now().Add(5 * time.Second)
+	for tc.notServed("aborted") == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := tc.srv.Stats(); st.NotServed["aborted"] != 1 || st.Files[0] != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}

@@ -1,0 +1,76 @@
+// Package peers makes the tiers of a job's nodes one cache: a node gets a
+// dataset file another node holds from that node instead of from the
+// shared filesystem (NoPFS's distributed cache), over HTTP, without a
+// service to deploy and never in a reader's way.
+//
+// Why: each rank of an N-node job reads a different 1/N of every epoch,
+// so over the epochs every node reads most of the dataset, and what its
+// own tiers do not hold it reads from the shared filesystem again and
+// again. When the nodes' tiers together hold the dataset, the shared
+// filesystem need serve it only once.
+//
+// The pieces, in the order a leader uses them:
+//
+//   - Config is the job's membership: this node's index, the node count,
+//     the job id, and either the list of every node's address or a
+//     rendezvous directory; FromEnv reads them from what the launcher
+//     set (augur's variables, torchrun's, SLURM's), Validate says what
+//     is wrong with them.
+//   - Rendezvous is a directory on a shared filesystem where each leader
+//     announces its address and where the job's secret is created once.
+//   - Server serves this node's tier copies to the other nodes; Client
+//     fetches a copy from another node into a file of the caller's.
+//   - Model says which source, the shared filesystem or a peer, is
+//     expected to deliver a file first, from measured throughput and the
+//     bytes already in flight at each.
+//   - Owner names the node that reads a file from the shared filesystem
+//     under the reactive policy; the clairvoyant policy knows instead,
+//     from every node's placement, which node holds a file and from when.
+//
+// A fetch, as the leader's copy queue is to do it:
+//
+//	candidates := []peers.Source{peers.PFS}
+//	if client.Up(holder) {
+//		candidates = append(candidates, peers.Source(holder))
+//	}
+//	if src := model.Choose(size, candidates); src != peers.PFS {
+//		t := model.Begin(src, size)
+//		n, err := client.Fetch(ctx, holder, source, size, mtime, tmp)
+//		t.Done(n)
+//		if err == nil {
+//			// publish tmp as a copy of source, as a copy from the shared filesystem is
+//		}
+//	}
+//	// else, or on any error: copy from the shared filesystem
+//
+// The bytes land in a temporary file of the local tier and are published
+// by the same atomic protocol as any copy, so the data plane still opens
+// only local files and never touches the network.
+//
+// Faults stay with the peer. Every error of Fetch means "take the file
+// from the shared filesystem"; a peer that refuses, times out, fails or
+// sends a wrong length is marked down for a backoff that doubles up to a
+// cap, and the job goes on.
+//
+// Security. Everything here crosses a network and a shared filesystem.
+// Requests carry an HMAC of what they ask, keyed with the job's secret
+// (the secret itself is never sent); a server serves only copies of
+// files below the job's dataset roots, of the size and mtime asked for,
+// reached through the tier without following a symlink, owned by the
+// user and written by no one else; it binds one address, never every
+// interface. The client dials only the addresses of the job's nodes: no
+// proxy, no redirect. Rendezvous files are trusted only if the user's
+// own and private.
+//
+// Caveats:
+//   - Bodies travel unencrypted, as the shared filesystem's own traffic
+//     usually does: whoever can read the job's network can read the
+//     files the nodes exchange (but not forge a request).
+//   - A job id must be shared by every node and by no other job: a
+//     rendezvous directory reused by a later job of the same id holds
+//     its predecessor's addresses until each node announces itself
+//     again; a stale address is dialled, fails, and its node is marked
+//     down until a fresh announcement is read.
+//   - A shared filesystem may cache directory entries for seconds; the
+//     rendezvous is polled, not watched.
+package peers
