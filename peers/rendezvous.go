@@ -150,13 +150,15 @@ func (r *Rendezvous) Addrs() ([]string, error) {
 	for i := range addrs {
 		line, err := r.read(fd, nodeName(i), false)
 		if err == nil {
-			err = checkAddr(line, false)
+			if err = checkAddr(line, false); err != nil {
+				err = fmt.Errorf("%s/%s: %w", r.Dir, nodeName(i), err)
+			}
 		}
 		switch {
 		case err == nil:
 			addrs[i] = line
 		case !errors.Is(err, unix.ENOENT):
-			errs = append(errs, fmt.Errorf("rendezvous: %s/%s: %w", r.Dir, nodeName(i), err))
+			errs = append(errs, fmt.Errorf("rendezvous: %w", err))
 		}
 	}
 	return addrs, errors.Join(errs...)
@@ -164,32 +166,33 @@ func (r *Rendezvous) Addrs() ([]string, error) {
 
 // read reads the one line of name in the directory fd, if it is a
 // regular file of the user's that no one else may write (or, private,
-// read).
+// read). Its errors name the file.
 func (r *Rendezvous) read(fd int, name string, private bool) (string, error) {
+	path := r.Dir + "/" + name
 	// O_NONBLOCK: a FIFO put there must not hang the open; the checks
 	// below then refuse it.
 	nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", err
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(nfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(nfd, &st); err != nil {
-		return "", err
+		return "", &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if err := tiering.Untrusted(r.Dir+"/"+name, &st, unix.S_IFREG); err != nil {
+	if err := tiering.Untrusted(path, &st, unix.S_IFREG); err != nil {
 		return "", err
 	}
 	if private && st.Mode&0o077 != 0 {
-		return "", fmt.Errorf("mode %04o lets others read it; it must be 0600", st.Mode&0o7777)
+		return "", fmt.Errorf("%s: mode %04o lets others read it; it must be 0600", path, st.Mode&0o7777)
 	}
 	buf := make([]byte, maxEntry+1)
 	n, err := unix.Read(nfd, buf)
 	if err != nil {
-		return "", err
+		return "", &os.PathError{Op: "read", Path: path, Err: err}
 	}
 	if n > maxEntry {
-		return "", errors.New("too long to be augur's")
+		return "", fmt.Errorf("%s: too long to be augur's", path)
 	}
 	return strings.TrimSuffix(string(buf[:n]), "\n"), nil
 }
@@ -224,10 +227,12 @@ func (r *Rendezvous) Secret() (string, error) {
 func (r *Rendezvous) readSecret(fd int) (string, error) {
 	s, err := r.read(fd, secretName, true)
 	if err == nil {
-		err = checkSecret(s)
+		if err = checkSecret(s); err != nil {
+			err = fmt.Errorf("%s/%s %w", r.Dir, secretName, err)
+		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("rendezvous: secret %s/%s: %w", r.Dir, secretName, err)
+		return "", fmt.Errorf("rendezvous: secret: %w", err)
 	}
 	return s, nil
 }

@@ -160,14 +160,18 @@ func TestRendezvousRefusesBadEntries(t *testing.T) {
 	os.Symlink(d+"/elsewhere", d+"/node-2")
 	syscall.Mkfifo(d+"/node-3", 0o600) // must not hang the reader
 	os.WriteFile(d+"/node-4", []byte("not an address\n"), 0o600)
+	want := []string{"node-1 is writable by group or others", "node-2: too many levels of symbolic links",
+		"node-3 is not a regular file", `node-4: "not an address" is not host:port`, "node-5 is owned by uid 65534"}
 	os.WriteFile(d+"/node-5", []byte("127.0.0.1:12\n"), 0o600)
-	os.Chown(d+"/node-5", 65534, 65534) // another user's
+	if !giveAway(d + "/node-5") {
+		os.Remove(d + "/node-5")
+		want = want[:4]
+	}
 	addrs, err := r.Addrs()
 	if !slices.Equal(addrs, []string{"127.0.0.1:9", "", "", "", "", ""}) {
 		t.Errorf("addresses %q", addrs)
 	}
-	for _, want := range []string{"node-1 is writable by group or others", "node-2: too many levels of symbolic links",
-		"node-3 is not a regular file", `node-4: "not an address" is not host:port`, "node-5 is owned by uid 65534"} {
+	for _, want := range want {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
