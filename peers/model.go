@@ -127,7 +127,8 @@ func (s *source) estimate(now time.Time, forget time.Duration) float64 {
 	return s.prior + (s.rate-s.prior)*f
 }
 
-// minRate keeps a source that delivered nothing from dividing by zero.
+// minRate is the least throughput estimated: a source measured at almost
+// nothing is expected slow, not never to deliver.
 const minRate = 1024.0
 
 // eta is when a file of size bytes would arrive from s, in seconds.
