@@ -2,7 +2,8 @@
 // (the emulated PFS alone, a local copy, the compute loop alone, augur with
 // each policy it accepts) runs the same training-style workload side by
 // side, in three scenarios of dataset size against the tiers, then a real
-// PyTorch DataLoader does the same over JPEG files. It prints ratio tables,
+// PyTorch DataLoader does the same over JPEG files, then twice more with
+// augur told nothing of the job (learning.go). It prints ratio tables,
 // saves JSON and a PNG plot under bench/results/.
 //
 //	go run ./bench/compare [-out bench/results] [-work /tmp/augur-bench] [-scale 1]
@@ -167,6 +168,7 @@ type report struct {
 	Scenarios []*scenarioResult `json:"scenarios"`
 	Policies  map[string]string `json:"policies"` // policy → "available" or why not
 	PyTorch   *pytorchResult    `json:"pytorch,omitempty"`
+	Learning  []*learnSetup     `json:"learning,omitempty"`
 	Notes     []string          `json:"notes"`
 }
 
@@ -267,6 +269,10 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 		}
 		rep.PyTorch = pr
 		printPyTorch(os.Stdout, pr)
+		if rep.Learning, err = e.runLearning(rep.Policies); err != nil {
+			return fmt.Errorf("learning: %w", err)
+		}
+		printLearning(os.Stdout, rep.Learning)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -298,6 +304,7 @@ func writeTables(name string, rep *report) error {
 	if rep.PyTorch != nil {
 		printPyTorch(&b, rep.PyTorch)
 	}
+	printLearning(&b, rep.Learning)
 	fmt.Fprintf(&b, "\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(&b, rep)
 	return os.WriteFile(name, []byte(b.String()), 0o644)
@@ -366,6 +373,7 @@ func redraw(from, out string) error {
 	if rep.PyTorch != nil {
 		printPyTorch(os.Stdout, rep.PyTorch)
 	}
+	printLearning(os.Stdout, rep.Learning)
 	fmt.Printf("\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(os.Stdout, &rep)
 	if err := writeTables(filepath.Join(out, "bench.txt"), &rep); err != nil {

@@ -43,17 +43,8 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 	}
 	dir := filepath.Join(e.work, "pytorch")
 	data := filepath.Join(dir, "data")
-	stamp := filepath.Join(dir, "data.made")
-	count := int(float64(torchImages) * e.scale)
-	if b, err := os.ReadFile(stamp); err != nil || string(b) != fmt.Sprint(count) {
-		os.Remove(stamp)
-		os.RemoveAll(data)
-		if out, err := exec.Command(python, script, "make", data, fmt.Sprint(count)).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("making JPEGs: %v: %s", err, out)
-		}
-		if err := os.WriteFile(stamp, []byte(fmt.Sprint(count)), 0o644); err != nil {
-			return nil, err
-		}
+	if err := makeJPEGs(script, data, int(float64(torchImages)*e.scale)); err != nil {
+		return nil, err
 	}
 	ds, err := dlbench.Scan(data, dlbench.LayoutImageFolder, 0)
 	if err != nil {
@@ -131,6 +122,21 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 		fmt.Printf("  %-18s epochs %s  total %.2fs\n", c.name, epochList(r), r.total())
 	}
 	return pr, nil
+}
+
+// makeJPEGs writes count JPEGs under dir (loader.py make) unless the
+// last run left them there.
+func makeJPEGs(script, dir string, count int) error {
+	stamp := dir + ".made"
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == fmt.Sprint(count) {
+		return nil
+	}
+	os.Remove(stamp)
+	os.RemoveAll(dir)
+	if out, err := exec.Command(python, script, "make", dir, fmt.Sprint(count)).CombinedOutput(); err != nil {
+		return fmt.Errorf("making JPEGs: %v: %s", err, out)
+	}
+	return os.WriteFile(stamp, []byte(fmt.Sprint(count)), 0o644)
 }
 
 // runPython runs the loader, reading the PFS counters between epochs.

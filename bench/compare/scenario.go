@@ -14,6 +14,7 @@ import (
 
 	"github.com/augur-hpc/augur/bench/dlbench"
 	"github.com/augur-hpc/augur/bench/pfsemu"
+	"github.com/augur-hpc/augur/shim"
 	"golang.org/x/sys/unix"
 )
 
@@ -191,14 +192,9 @@ func copyTree(src, dst string) error {
 	return os.WriteFile(stamp, []byte(want), 0o644)
 }
 
-// removeJob removes the shared-memory files of a job this program ran
+// removeJob removes the shared-memory state of a job this program ran
 // (and only those: other jobs' counters are not ours).
-func removeJob(job string) {
-	files, _ := filepath.Glob(filepath.Join("/dev/shm", "augur-"+job+".*"))
-	for _, f := range files {
-		os.Remove(f)
-	}
-}
+func removeJob(job string) { shim.RemoveJob(job) }
 
 // ensureMounted returns srv, or a new mount of the same source when srv's
 // mount has gone (something outside unmounted or aborted it); the run

@@ -4,7 +4,12 @@ ImageFolder of JPEG files decoded with PIL, in DistributedSampler order.
 
     loader.py make ROOT COUNT     write COUNT JPEGs (256x256, 10 classes) under ROOT
     loader.py run ROOT [--epochs 3] [--workers 2] [--batch 16] [--seed 42]
-                       [--compute-ms 15] [--barrier]
+                       [--compute-ms 15] [--barrier] [--start-epoch E] [--val]
+
+--start-epoch E resumes a job: its epochs are set_epoch(E), E+1, ...
+--val reads ROOT/train shuffled and, after each epoch, ROOT/val in order
+(a forward pass: a third of the compute per batch), the ImageNet layout;
+an epoch's seconds include its validation.
 
 `run` prints one JSON line per epoch:
     {"epoch": 1, "seconds": ..., "samples": ..., "stall_seconds": ...}
@@ -42,27 +47,38 @@ def run(args):
     from torchvision import datasets, transforms
 
     tf = transforms.Compose([transforms.Resize(128), transforms.CenterCrop(112), transforms.ToTensor()])
-    ds = datasets.ImageFolder(args.root, transform=tf)
-    sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=args.seed)
-    loader = DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
-    for epoch in range(args.epochs):
-        sampler.set_epoch(epoch)
-        t0 = time.monotonic()
-        stall = 0.0
-        n = 0
-        it = iter(loader)
+
+    def loader(root, shuffle):
+        ds = datasets.ImageFolder(root, transform=tf)
+        sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=shuffle, seed=args.seed)
+        return sampler, DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
+
+    def steps(dl, compute_ms):
+        n, stall = 0, 0.0
+        it = iter(dl)
         while True:
             s = time.monotonic()
             try:
                 x, y = next(it)
             except StopIteration:
-                break
+                return n, stall
             stall += time.monotonic() - s
             n += len(y)
-            time.sleep(args.compute_ms / 1000)  # the accelerator computes
+            time.sleep(compute_ms / 1000)  # the accelerator computes
+
+    train_root = os.path.join(args.root, "train") if args.val else args.root
+    sampler, train = loader(train_root, True)
+    val = loader(os.path.join(args.root, "val"), False)[1] if args.val else None
+    for k in range(args.epochs):
+        sampler.set_epoch(args.start_epoch + k)
+        t0 = time.monotonic()
+        n, stall = steps(train, args.compute_ms)
+        if val is not None:
+            vn, vstall = steps(val, args.compute_ms / 3)
+            n, stall = n + vn, stall + vstall
         dt = time.monotonic() - t0
-        print(json.dumps({"epoch": epoch + 1, "seconds": dt, "samples": n, "stall_seconds": stall}), flush=True)
-        if args.barrier and epoch + 1 < args.epochs:
+        print(json.dumps({"epoch": k + 1, "seconds": dt, "samples": n, "stall_seconds": stall}), flush=True)
+        if args.barrier and k + 1 < args.epochs:
             sys.stdin.readline()
 
 
@@ -80,6 +96,8 @@ def main():
     r.add_argument("--seed", type=int, default=42)
     r.add_argument("--compute-ms", type=float, default=15)
     r.add_argument("--barrier", action="store_true")
+    r.add_argument("--start-epoch", type=int, default=0)
+    r.add_argument("--val", action="store_true")
     a = p.parse_args()
     if a.cmd == "make":
         make(a.root, a.count)

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/augur-hpc/augur/bench/dlbench"
+	"github.com/augur-hpc/augur/bench/pfsemu"
+	"github.com/augur-hpc/augur/shim"
+)
+
+// The clairvoyant policy told nothing but the dataset, the tiers, the
+// policy and the seed learns what the job reads from its opens (issue
+// 11). These rows measure what learning costs where the configuration
+// could not have told it: a job resumed from a checkpoint (its epochs
+// are set_epoch(5..7)), and the ImageNet layout (ROOT/train shuffled,
+// ROOT/val in order after every epoch, both under one dataset root).
+
+// learnSetup is one such job, run without augur and under it.
+type learnSetup struct {
+	Name    string `json:"name"`
+	About   string `json:"about"`
+	Dataset string `json:"dataset"`
+	Command string `json:"command"`
+	Runs    []*run `json:"runs"`
+}
+
+const (
+	learnTrain = 600 // JPEGs of the train+val set-up's train/; val/ has a third
+	resumeAt   = 5
+)
+
+// runLearning runs the two set-ups: pfs (no shim), local, and augur's
+// clairvoyant policy told only AUGUR_DATASET, AUGUR_TIERS, AUGUR_POLICY
+// and AUGUR_SEED.
+func (e *env) runLearning(policies map[string]string) ([]*learnSetup, error) {
+	if policies["clairvoyant"] != "available" {
+		return nil, nil
+	}
+	script, err := filepath.Abs(torchScript)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.work, "learn")
+	resumed := filepath.Join(e.work, "pytorch", "data")
+	if err := makeJPEGs(script, resumed, int(float64(torchImages)*e.scale)); err != nil {
+		return nil, err
+	}
+	imagenet := filepath.Join(dir, "imagenet")
+	train := int(float64(learnTrain) * e.scale)
+	if err := makeJPEGs(script, filepath.Join(imagenet, "train"), train); err != nil {
+		return nil, err
+	}
+	if err := makeJPEGs(script, filepath.Join(imagenet, "val"), train/3); err != nil {
+		return nil, err
+	}
+	w := workload()
+	args := []string{script, "run", "--epochs", fmt.Sprint(w.Epochs), "--workers", "2", "--batch", fmt.Sprint(w.Batch),
+		"--seed", fmt.Sprint(w.Seed), "--compute-ms", fmt.Sprint(w.Compute.Milliseconds()), "--barrier"}
+	setups := []struct {
+		name, about, data string
+		opts              []string
+	}{
+		{"resumed", fmt.Sprintf("resumed from a checkpoint: set_epoch(%d..%d)", resumeAt, resumeAt+w.Epochs-1),
+			resumed, []string{"--start-epoch", fmt.Sprint(resumeAt)}},
+		{"train+val", "ROOT/train shuffled, then ROOT/val in order, every epoch", imagenet, []string{"--val"}},
+	}
+	var out []*learnSetup
+	for _, s := range setups {
+		ls, err := e.learnOne(s.name, s.about, s.data, append(append([]string(nil), args...), s.opts...))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, ls)
+	}
+	return out, nil
+}
+
+// learnOne runs one set-up over its dataset data: without augur through
+// the emulated PFS, from a local copy, and under augur told nothing of
+// the job.
+func (e *env) learnOne(name, about, data string, args []string) (*learnSetup, error) {
+	ds, err := dlbench.Scan(data, dlbench.LayoutImageFolder, 0)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.work, "learn", strings.ReplaceAll(name, "+", "-"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	local := filepath.Join(dir, "local")
+	if err := copyTree(data, local); err != nil {
+		return nil, err
+	}
+	mnt := filepath.Join(dir, "pfs")
+	if err := mountPoint(mnt); err != nil {
+		return nil, err
+	}
+	popts := pfsOptions(data, mnt)
+	srv, err := pfsemu.Mount(popts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { srv.Unmount() }()
+	ram, disk, tierSpec := e.tiers(scenario{Name: "learn-" + strings.ReplaceAll(name, "+", "-")})
+	if err := os.MkdirAll(filepath.Dir(ram), 0o700); err != nil { // augur makes only the tier itself
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(ram))
+	defer os.RemoveAll(disk)
+	ls := &learnSetup{Name: name, About: about, Dataset: ds.Describe(),
+		Command: python + " " + torchScript + " " + strings.Join(args[1:], " ") + " ROOT"}
+	fmt.Printf("\n== Learning the job: %s (%s)\n", name, about)
+	for _, c := range []config{configs[0], configs[1],
+		{name: "augur-learned", read: "pfs", policy: "clairvoyant", about: "clairvoyant, told only dataset, tiers, policy, seed"}} {
+		r := &run{Config: c.name, About: c.about}
+		ls.Runs = append(ls.Runs, r)
+		if srv, err = ensureMounted(srv, popts, r); err != nil {
+			return nil, err
+		}
+		root := mnt
+		if c.read == "local" {
+			root = local
+		}
+		var env []string
+		job := ""
+		if c.policy != "" {
+			os.RemoveAll(ram)
+			os.RemoveAll(disk)
+			job = fmt.Sprintf("bench-%d-learn-%s", os.Getpid(), strings.ReplaceAll(name, "+", "-"))
+			defer removeJob(job)
+			env = []string{"LD_PRELOAD=" + e.lib, "AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec,
+				"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", workload().Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}
+		}
+		if err := dlbench.DropCaches(); err != nil {
+			return nil, err
+		}
+		res, err := e.runPython(c.name, append(append([]string(nil), args...), root), env, srv, ds)
+		r.Result = res
+		if err != nil {
+			r.Error = err.Error()
+			fmt.Printf("  %s: %v\n", c.name, err)
+			continue
+		}
+		if job != "" {
+			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
+				r.AugurStat = json.RawMessage(out)
+			}
+		}
+		fmt.Printf("  %-18s epochs %s  total %.2fs  %s\n", c.name, epochList(r), r.total(), lockSummary(r))
+	}
+	return ls, nil
+}
+
+// lockSummary says, per stream and dataset augur stat shows, the opens
+// before its lock, the seconds to it and the share of the opens after it
+// that were expected.
+func lockSummary(r *run) string {
+	if len(r.AugurStat) == 0 {
+		return "-"
+	}
+	var st shim.Stats
+	if json.Unmarshal(r.AugurStat, &st) != nil {
+		return "-"
+	}
+	var parts []string
+	for _, s := range st.Streams {
+		what := s.Dataset
+		if what == "" {
+			what = "root"
+		}
+		if s.Sampler == "" {
+			parts = append(parts, fmt.Sprintf("%s: not learned (%s)", what, s.Why))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d opens, %.2f s before the lock (at epoch %d at the end), %.1f%% expected after",
+			what, s.BeforeLock, s.LockSeconds, s.Epoch, 100*float64(s.Opens)/float64(max(s.Opens+s.AfterLock, 1))))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// printLearning prints each set-up's table: epoch times, totals, ratios
+// against local and pfs, PFS traffic, tier hits, and what learning took.
+func printLearning(w io.Writer, setups []*learnSetup) {
+	for _, ls := range setups {
+		sr := &scenarioResult{scenario: scenario{Name: "Learning: " + ls.Name, About: ls.About},
+			Dataset: ls.Dataset, Runs: ls.Runs, RAMTier: ramTier, DiskTier: diskTier}
+		printScenario(w, sr)
+		for _, r := range ls.Runs {
+			if len(r.AugurStat) > 0 {
+				fmt.Fprintf(w, "%s: %s\n", r.Config, lockSummary(r))
+			}
+		}
+	}
+}
