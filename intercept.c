@@ -203,6 +203,7 @@ static void make_job_id(void)
 	/* Children inherit it, so every process of the job finds the same
 	 * segment; this runs before main, while only this thread exists. */
 	setenv("AUGUR_JOB", st.job, 1);
+	setenv("AUGUR_JOB_MADE", st.job, 1); /* not the nodes' shared job id (shim.JobMadeVar) */
 }
 
 AUGUR_HIDDEN void augur_resolve(void)

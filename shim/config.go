@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augur-hpc/augur/peers"
 	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/pelletier/go-toml/v2"
@@ -33,6 +34,9 @@ type Config struct {
 	// copy with its source during a job (0: at every open).
 	Revalidate time.Duration
 	Access     Access
+	// Peers is the job's membership across nodes (package peers); a job
+	// of one node has none.
+	Peers peers.Config
 	// Problems are what is wrong with the configuration that augur works
 	// around: tiers it does not use, and warnings. Each is said once by
 	// whoever loads the configuration (the preload, augur run, augur
@@ -119,6 +123,7 @@ type fileConfig struct {
 		Level string `toml:"level"`
 		File  string `toml:"file"`
 	} `toml:"log"`
+	Peers peers.Config `toml:"peers"`
 }
 
 // ConfigError is an error in a configuration file, at a line.
@@ -139,7 +144,7 @@ func (e *ConfigError) Error() string {
 func Load() (*Config, error) {
 	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second,
 		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
-			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}}
+			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}, Peers: peers.Defaults()}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
 		if err := c.readFile(path); err != nil {
 			return nil, err
@@ -162,7 +167,7 @@ func (c *Config) readFile(path string) error {
 		return &ConfigError{File: path, Msg: err.Error()}
 	}
 	c.File = path
-	var fc fileConfig
+	fc := fileConfig{Peers: c.Peers} // keys the file leaves out keep their defaults
 	dec := toml.NewDecoder(bytes.NewReader(src)).DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		return tomlError(path, err)
@@ -213,6 +218,7 @@ func (c *Config) readFile(path string) error {
 		}
 	}
 	c.LogFile = fc.Log.File
+	c.Peers = fc.Peers
 	return nil
 }
 
@@ -358,8 +364,23 @@ func (c *Config) applyEnv() error {
 		}
 		c.LogLevel, c.LogFile = level, file
 	}
-	return nil
+	return c.Peers.FromEnv(peerEnv)
 }
+
+// peerEnv is getenv for the job's membership, less an AUGUR_JOB that
+// augur made up (the preload or augur run names a job that has no
+// name): every node makes up another, and the nodes' one job id is then
+// the launcher's (SLURM_JOB_ID, TORCHELASTIC_RUN_ID).
+func peerEnv(key string) string {
+	v := os.Getenv(key)
+	if key == "AUGUR_JOB" && v != "" && v == os.Getenv(JobMadeVar) {
+		return ""
+	}
+	return v
+}
+
+// JobMadeVar holds the AUGUR_JOB augur made up, when it did.
+const JobMadeVar = "AUGUR_JOB_MADE"
 
 // ParseTiers reads DIR[:SIZE],DIR[:SIZE],... (fastest first). Without a
 // size a tier gets half of the free space of its filesystem.
@@ -433,6 +454,12 @@ func (c *Config) check() error {
 		c.Tiers = append(c.Tiers, s.Tier)
 	}
 	c.specs = nil
+	if c.Peers.Enabled() {
+		if err := c.Peers.Validate(); err != nil {
+			c.Problems = append(c.Problems, Problem{"peers", strings.ReplaceAll(err.Error(), "\n", "; ") + "; this node fetches nothing from other nodes and serves them nothing", false})
+			c.Peers = peers.Defaults()
+		}
+	}
 	return nil
 }
 

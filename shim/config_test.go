@@ -262,3 +262,53 @@ func listTree(t *testing.T, dir string) string {
 	})
 	return b.String()
 }
+
+// The job's membership comes from [peers] and the launcher's variables
+// (the environment wins); a bad one is a problem that turns peers off,
+// not an error; a job id augur made up is not the nodes' shared one.
+func TestPeersConfig(t *testing.T) {
+	clearEnv(t)
+	for _, k := range []string{"GROUP_RANK", "SLURM_NODEID", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "WORLD_SIZE",
+		"LOCAL_WORLD_SIZE", "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "augur.toml")
+	must(t, os.WriteFile(cfg, []byte(`[peers]
+nodes = 3
+node = 1
+peers = ["127.0.0.1:7001", "127.0.0.2:7001", "127.0.0.3:7001"]
+secret = "0123456789abcdef0123"
+`), 0o600))
+	t.Setenv("AUGUR_CONFIG", cfg)
+	t.Setenv("AUGUR_TIERS", dir+"/ram:1MiB")
+	t.Setenv("AUGUR_NODE_RANK", "2")
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Peers; !p.Enabled() || p.Node != 2 || p.Nodes != 3 || len(p.Peers) != 3 || len(c.Problems) != 0 {
+		t.Errorf("peers %+v, problems %v; want node 2 of 3 (AUGUR_NODE_RANK over the file's 1) and no problem", p, c.Problems)
+	}
+
+	t.Setenv("AUGUR_NODE_RANK", "5")
+	if c, err = Load(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Problems) != 1 || c.Problems[0].Where != "peers" || !strings.Contains(c.Problems[0].Msg, "out of range") || c.Peers.Enabled() {
+		t.Errorf("node 5 of 3: problems %v, peers %+v; want one problem naming it and no peers", c.Problems, c.Peers)
+	}
+
+	t.Setenv("AUGUR_CONFIG", "")
+	t.Setenv("AUGUR_NODE_RANK", "")
+	t.Setenv("SLURM_JOB_ID", "77")
+	t.Setenv("AUGUR_JOB", "run-abc")
+	t.Setenv(JobMadeVar, "run-abc")
+	if c, err = Load(); err != nil || c.Peers.Job != "77" {
+		t.Errorf("a made-up AUGUR_JOB beside SLURM_JOB_ID: job %q (%v), want 77", c.Peers.Job, err)
+	}
+	t.Setenv(JobMadeVar, "")
+	if c, err = Load(); err != nil || c.Peers.Job != "run-abc" {
+		t.Errorf("AUGUR_JOB the user set: job %q (%v), want run-abc", c.Peers.Job, err)
+	}
+}

@@ -43,6 +43,7 @@ func cmdRun(args []string) int {
 	if job == "" {
 		job = shim.NewJobID("run-")
 		os.Setenv("AUGUR_JOB", job)
+		os.Setenv(shim.JobMadeVar, job)
 	}
 	seg, err := shim.AttachSegment(job)
 	if err != nil {
