@@ -14,10 +14,18 @@
 // ENOSPC is marked full and one that fails otherwise is marked failed;
 // the file is then placed on the next tier, or dropped if none has room.
 // A file is queued at most once at a time.
+//
+// A copy's bytes come from the shared filesystem, or from a Source
+// when one is set and can fill it (another node's copy, package peers):
+// the copy is then published by the same protocol
+// (tiering.Tree.PublishFrom), checked against the source's size and
+// mtime, and whatever goes wrong with it, the pool copies the file from
+// the shared filesystem instead, within the same job.
 package fetchpool
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"time"
 
@@ -39,6 +47,29 @@ type Guard interface {
 	Keep(path string, token uint64) bool
 }
 
+// A Source fills copies from somewhere other than the shared filesystem:
+// the leader of a job of several nodes fills them from the other nodes'
+// tiers. Its methods are called from the pool's workers, concurrently.
+type Source interface {
+	// Fill writes the bytes of path into dst, an empty temporary file of
+	// the tier, from its start, and returns how many it wrote. It is
+	// asked for every copy the guard allows, and declines at once one it
+	// should not take from elsewhere (no peer holds it, or the shared
+	// filesystem is expected to deliver it first). st is path's stat,
+	// taken as the copy began: the bytes must be of that version of the
+	// file (a peer serves only a copy of its size and mtime); st must not
+	// be changed. ok false (declined, or failed midway): dst is discarded
+	// and the file copied from the shared filesystem. Fill must not close
+	// dst.
+	Fill(path string, st *unix.Stat_t, dst *os.File) (n int64, ok bool)
+	// BeginPFS is told that a copy of size bytes from the shared
+	// filesystem begins, and returns what to tell the bytes copied when
+	// it ends: a model choosing between the sources needs the
+	// filesystem's throughput and the bytes in flight there
+	// (peers.Model.Begin and Transfer.Done).
+	BeginPFS(size int64) (done func(n int64))
+}
+
 // Result reports one finished copy.
 type Result struct {
 	Path     string
@@ -46,6 +77,7 @@ type Result struct {
 	Bytes    int64 // bytes copied
 	Err      error
 	TierDown bool // Err took Tier out of service (full or failing) until RetryDown
+	Peer     bool // the bytes published came from the Source, not the shared filesystem
 }
 
 // queueLen bounds the copies waiting; Fetch refuses beyond it (the file
@@ -62,6 +94,7 @@ type Pool struct {
 	closed  bool            // guarded by mu
 	watch   func(int)       // told len(pending) whenever it changes; guarded by mu
 	guard   Guard           // nil: every file may be copied; set before the first Fetch
+	source  Source          // nil: every copy from the shared filesystem; set before the first Fetch
 
 	queue chan job
 	stop  chan struct{}
@@ -177,6 +210,13 @@ func (p *Pool) placeLocked(j job, from int) bool {
 // it before the first Fetch.
 func (p *Pool) Guard(g Guard) { p.guard = g }
 
+// Source has every copy filled by s if it can, from the shared
+// filesystem otherwise; call it before the first Fetch. The guard
+// applies to a copy from s as to any. Each copy then costs a stat of the
+// file more, whoever fills it: the stat Fill is given, which the peer
+// must match.
+func (p *Pool) Source(s Source) { p.source = s }
+
 // Watch has f told the number of files queued or being copied now and
 // whenever it changes, under the pool's lock: f must not call the pool.
 func (p *Pool) Watch(f func(pending int)) {
@@ -218,7 +258,7 @@ func (p *Pool) worker() {
 func (p *Pool) copy(j job) {
 	i := j.tier
 	tier := p.slots[i].tier
-	n, err := p.publish(tier, j.path)
+	n, peer, err := p.publish(tier, j)
 	var te *tiering.TierError
 	full := errors.Is(err, unix.ENOSPC)
 	down := full || errors.As(err, &te) && tier.Usable() != nil
@@ -239,7 +279,7 @@ func (p *Pool) copy(j job) {
 	p.changedLocked()
 	p.mu.Unlock()
 	if p.done != nil {
-		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down})
+		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down, Peer: peer})
 	}
 }
 
@@ -259,21 +299,62 @@ func (s *slot) usableLocked(size int64) bool {
 	return !s.full && !s.failed && s.used+s.reserved+size <= s.capacity
 }
 
-// publish copies path into tier, within what the guard allows.
-func (p *Pool) publish(tier *tiering.Tree, path string) (int64, error) {
+// publish copies j's file into tier, within what the guard allows, and
+// says whether the bytes came from the Source.
+func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
 	if p.guard == nil {
-		return tier.Publish(path)
+		return p.copyIn(tier, j)
 	}
-	token, ok := p.guard.Begin(path)
+	token, ok := p.guard.Begin(j.path)
 	if !ok {
-		return 0, ErrHeld
+		return 0, false, ErrHeld
 	}
-	n, err := tier.Publish(path)
-	if err == nil && !p.guard.Keep(path, token) {
-		tier.Remove(path)
-		return 0, ErrHeld
+	n, peer, err := p.copyIn(tier, j)
+	if err == nil && !p.guard.Keep(j.path, token) {
+		tier.Remove(j.path)
+		return 0, false, ErrHeld
 	}
-	return n, err
+	return n, peer, err
+}
+
+// copyIn publishes j's file in tier from the Source if it fills it, else
+// from the shared filesystem.
+func (p *Pool) copyIn(tier *tiering.Tree, j job) (int64, bool, error) {
+	if p.source == nil {
+		n, err := tier.Publish(j.path)
+		return n, false, err
+	}
+	if n, ok := p.fill(tier, j.path); ok {
+		return n, true, nil
+	}
+	done := p.source.BeginPFS(j.size)
+	n, err := tier.Publish(j.path)
+	done(n)
+	return n, false, err
+}
+
+// errDeclined: the Source did not fill the copy.
+var errDeclined = errors.New("not filled by the source")
+
+// fill publishes path in tier with the bytes of the Source, and says
+// whether it did. Why it did not is not returned: whatever it was (the
+// source's stat failed, the Source declined or failed, its bytes were
+// refused, the tier failed), the copy from the shared filesystem that
+// follows meets it again if it is the file's or the tier's, and reports
+// it then.
+func (p *Pool) fill(tier *tiering.Tree, path string) (int64, bool) {
+	var st unix.Stat_t
+	if tiering.Stat(path, &st) != nil {
+		return 0, false
+	}
+	n, err := tier.PublishFrom(path, &st, func(dst *os.File) (int64, error) {
+		n, ok := p.source.Fill(path, &st, dst)
+		if !ok {
+			return n, errDeclined
+		}
+		return n, nil
+	})
+	return n, err == nil
 }
 
 // Pending is the number of files queued or being copied.

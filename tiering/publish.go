@@ -14,13 +14,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Errors of Publish.
+// Errors of Publish and PublishFrom.
 var (
 	// ErrNotRegular: the source is not a regular file.
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrChanged: the source changed while it was being copied; nothing
 	// was published.
 	ErrChanged = errors.New("source changed during copy")
+	// ErrIncomplete: the copy did not get as many bytes as the source
+	// has, though the source kept its size and mtime (a fill that
+	// stopped short or wrote more, or a source that read short); nothing
+	// was published.
+	ErrIncomplete = errors.New("copy is not the source's length")
 )
 
 // TierError is a failure of the tier itself — full (ENOSPC), failing
@@ -59,7 +64,43 @@ func (tr *Tree) Publish(source string) (int64, error) {
 	if err := unix.Fstat(fd, &before); err != nil {
 		return 0, err
 	}
-	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+	copyIn := func(dst *os.File) (int64, error) { return copyLoop(dst, src) }
+	// The bytes are the descriptor's file's, whatever is renamed over
+	// source meanwhile: its stat is the one to compare.
+	restat := func(after *unix.Stat_t) error { return unix.Fstat(fd, after) }
+	return tr.publish(source, dir, leaf, &before, copyIn, restat)
+}
+
+// PublishFrom publishes a copy of source whose bytes fill writes instead
+// of reading them from source (a peer's copy of it), under the protocol
+// of Publish, and returns the bytes published. st is source's stat,
+// which the caller took before the bytes were asked for; it is only
+// read. fill writes into dst, an empty temporary file of the tier, from
+// its start, and returns how many bytes it wrote; it must not close dst.
+// An error of fill is returned as it is, after the temporary file is
+// removed: a failure of the tier that fill meets is the caller's to wrap
+// in a TierError.
+//
+// The copy is published only if it holds exactly st's size in bytes and
+// a stat of source after fill still reports st's size and mtime: that
+// request to the shared filesystem is what keeps a copy from elsewhere
+// from outliving a change of the source. The caller must hold the
+// tier's Lock.
+func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.File) (int64, error)) (int64, error) {
+	dir, leaf, err := copyRel(source)
+	if err != nil {
+		return 0, err
+	}
+	restat := func(after *unix.Stat_t) error { return Stat(source, after) }
+	return tr.publish(source, dir, leaf, st, fill, restat)
+}
+
+// publish is the protocol shared by Publish and PublishFrom: source's
+// copy goes to files/dir/leaf, st is source's stat when the copy began,
+// fill writes the bytes and restat takes source's stat once they are
+// written.
+func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, fill func(*os.File) (int64, error), restat func(*unix.Stat_t) error) (int64, error) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, ErrNotRegular
 	}
 	tmpfd, err := tr.dir(tmpDir, false)
@@ -71,9 +112,9 @@ func (tr *Tree) Publish(source string) (int64, error) {
 	if err != nil {
 		return 0, &TierError{err}
 	}
-	n, err := fill(tmpfd, tmp, src, source, &before, tr.Fsync)
+	n, err := fillTemp(tmpfd, tmp, fill, source, st, tr.Fsync)
 	if err == nil {
-		err = sameSource(fd, &before, n)
+		err = sameSource(restat, st, n)
 	}
 	if err == nil {
 		err = tr.rename(tmpfd, tmp.Name(), dir, leaf)
@@ -103,12 +144,15 @@ func createTemp(dirfd int, dir string) (*os.File, error) {
 	}
 }
 
-// fill copies src into tmp (in the directory tmpfd), gives it the
-// source's permission bits, times and identity, syncs it if asked, and
-// closes tmp. Errors writing tmp are the tier's (TierError); errors
-// reading src are not.
-func fill(tmpfd int, tmp, src *os.File, source string, st *unix.Stat_t, sync bool) (int64, error) {
-	n, err := copyLoop(tmp, src)
+// fillTemp fills tmp (in the directory tmpfd) by fill, checks that it
+// holds the bytes fill reports, gives it the source's permission bits,
+// times and identity, syncs it if asked, and closes it. fill's errors are
+// returned as they are; errors finishing tmp are the tier's (TierError).
+func fillTemp(tmpfd int, tmp *os.File, fill func(*os.File) (int64, error), source string, st *unix.Stat_t, sync bool) (int64, error) {
+	n, err := fill(tmp)
+	if err == nil {
+		err = holds(tmp, n)
+	}
 	if err == nil {
 		if err = finish(tmpfd, tmp, source, st, sync); err != nil {
 			err = &TierError{err}
@@ -118,6 +162,21 @@ func fill(tmpfd int, tmp, src *os.File, source string, st *unix.Stat_t, sync boo
 		err = &TierError{cerr}
 	}
 	return n, err
+}
+
+// holds checks that tmp is n bytes long: a fill of PublishFrom that
+// reports more than it wrote, or wrote past what it reports, would
+// otherwise publish a copy of the wrong length under a count that looks
+// right.
+func holds(tmp *os.File, n int64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(tmp.Fd()), &st); err != nil {
+		return &TierError{err}
+	}
+	if st.Size != n {
+		return ErrIncomplete
+	}
+	return nil
 }
 
 func copyLoop(dst, src *os.File) (int64, error) {
@@ -164,15 +223,19 @@ func finish(tmpfd int, tmp *os.File, source string, src *unix.Stat_t, sync bool)
 	return nil
 }
 
-// sameSource checks that the source still has the size and mtime it had
-// when the copy began, and that all of it was copied.
-func sameSource(fd int, before *unix.Stat_t, n int64) error {
+// sameSource checks that the source, as restat sees it now, still has
+// the size and mtime it had when the copy began (before), and that all of
+// it was copied.
+func sameSource(restat func(*unix.Stat_t) error, before *unix.Stat_t, n int64) error {
 	var after unix.Stat_t
-	if err := unix.Fstat(fd, &after); err != nil {
+	if err := restat(&after); err != nil {
 		return err
 	}
-	if !fresh(&after, before) || n != before.Size {
+	if !fresh(&after, before) {
 		return ErrChanged
+	}
+	if n != before.Size {
+		return ErrIncomplete
 	}
 	return nil
 }

@@ -10,7 +10,9 @@ import (
 // filesystem (FUSE mounts return EINTR); these helpers retry, so that an
 // interrupted stat is never mistaken for a missing or changed source.
 
-func stat(path string, st *unix.Stat_t) error {
+// Stat is stat(2) of path, retried on EINTR: the stat a caller of
+// PublishFrom takes of the source.
+func Stat(path string, st *unix.Stat_t) error {
 	for {
 		err := unix.Stat(path, st)
 		if !errors.Is(err, unix.EINTR) {

@@ -103,7 +103,7 @@ func (tr *Tree) Check() Report {
 // different; any other failure keeps it and is reported.
 func (tr *Tree) checkCopy(source string, cst *unix.Stat_t) (bool, error) {
 	var sst unix.Stat_t
-	err := stat(source, &sst)
+	err := Stat(source, &sst)
 	if err != nil && !gone(err) {
 		return true, err
 	}

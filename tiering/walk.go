@@ -21,7 +21,7 @@ func Walk(roots []string, fn func(path string, st *unix.Stat_t), onErr func(erro
 	seen := map[[2]uint64]bool{}
 	for _, r := range roots {
 		var st unix.Stat_t
-		if err := stat(r, &st); err != nil {
+		if err := Stat(r, &st); err != nil {
 			onErr(&os.PathError{Op: "stat", Path: r, Err: err})
 			continue
 		}
@@ -66,7 +66,7 @@ func statAll(dir string, entries []os.DirEntry) ([]unix.Stat_t, []error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				errs[i] = stat(filepath.Join(dir, entries[i].Name()), &sts[i])
+				errs[i] = Stat(filepath.Join(dir, entries[i].Name()), &sts[i])
 			}
 		}()
 	}

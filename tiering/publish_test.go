@@ -1,0 +1,149 @@
+package tiering
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fromSource makes a source file of data, mode 0640 and an old mtime in
+// a new tier's source directory and returns the tier, the source's path
+// and its stat, as a caller of PublishFrom takes it.
+func fromSource(t *testing.T, data []byte) (*Tree, string, *unix.Stat_t) {
+	t.Helper()
+	tier, src := newTier(t, 1<<20)
+	p := filepath.Join(src, "d", "f.bin")
+	write(t, p, data)
+	old := time.Date(2020, 1, 2, 3, 4, 5, 6789, time.UTC)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return tier, p, &st
+}
+
+// writing is a fill that writes data, as a peer's transfer would.
+func writing(data []byte) func(*os.File) (int64, error) {
+	return func(dst *os.File) (int64, error) {
+		n, err := dst.Write(data)
+		return int64(n), err
+	}
+}
+
+// A copy filled from elsewhere is the source's in bytes, permission
+// bits, times and identity, as a copy read from the source is.
+func TestPublishFromCopiesBytesAndMetadata(t *testing.T) {
+	data := bytes.Repeat([]byte("peer"), 3000)
+	tier, p, st := fromSource(t, data)
+	n, err := tier.PublishFrom(p, st, writing(data))
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("PublishFrom = %d, %v; want %d bytes", n, err, len(data))
+	}
+	cp, _ := CopyPath(tier.Path, p)
+	if got, err := os.ReadFile(cp); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("copy content differs (%v)", err)
+	}
+	var cst unix.Stat_t
+	if err := unix.Stat(cp, &cst); err != nil {
+		t.Fatal(err)
+	}
+	if cst.Mode&0o7777 != 0o640 || cst.Mtim != st.Mtim || cst.Size != st.Size {
+		t.Errorf("copy mode %o mtime %v size %d; want 0640 %v %d", cst.Mode&0o7777, cst.Mtim, cst.Size, st.Mtim, st.Size)
+	}
+	ident := make([]byte, 16)
+	if _, err := unix.Getxattr(cp, IdentXattr, ident); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		t.Errorf("source identity: %v", err)
+	} else if err == nil && (binary.LittleEndian.Uint64(ident) != st.Dev || binary.LittleEndian.Uint64(ident[8:]) != st.Ino) {
+		t.Errorf("source identity %x, want device %d inode %d", ident, st.Dev, st.Ino)
+	}
+	noTemp(t, tier)
+}
+
+// A fill that is not a whole copy of the source as stated, or fails, or
+// meets a source that changed, publishes nothing and leaves no temporary
+// file; a fill's own error is returned as it is.
+func TestPublishFromRefuses(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 100)
+	errPeer := errors.New("peer went away")
+	cases := []struct {
+		name string
+		fill func(source string) func(*os.File) (int64, error)
+		dir  bool // publish a directory's stat
+		want error
+	}{
+		{name: "short", fill: func(string) func(*os.File) (int64, error) { return writing(data[:len(data)-1]) }, want: ErrIncomplete},
+		{name: "long", fill: func(string) func(*os.File) (int64, error) { return writing(append(data, 'x')) }, want: ErrIncomplete},
+		{name: "reports more than it wrote", fill: func(string) func(*os.File) (int64, error) {
+			return func(dst *os.File) (int64, error) {
+				dst.Write(data[:len(data)/2])
+				return int64(len(data)), nil
+			}
+		}, want: ErrIncomplete},
+		{name: "fails midway", fill: func(string) func(*os.File) (int64, error) {
+			return func(dst *os.File) (int64, error) {
+				n, _ := dst.Write(data[:len(data)/2])
+				return int64(n), errPeer
+			}
+		}, want: errPeer},
+		{name: "source touched during fill", fill: func(source string) func(*os.File) (int64, error) {
+			return func(dst *os.File) (int64, error) {
+				now := time.Now()
+				os.Chtimes(source, now, now) // same size, new mtime
+				return writing(data)(dst)
+			}
+		}, want: ErrChanged},
+		{name: "source grown during fill", fill: func(source string) func(*os.File) (int64, error) {
+			return func(dst *os.File) (int64, error) {
+				os.WriteFile(source, append(data, 'x'), 0o640)
+				return writing(data)(dst)
+			}
+		}, want: ErrChanged},
+		{name: "source removed during fill", fill: func(source string) func(*os.File) (int64, error) {
+			return func(dst *os.File) (int64, error) {
+				os.Remove(source)
+				return writing(data)(dst)
+			}
+		}, want: unix.ENOENT},
+		{name: "not a regular file", dir: true, fill: func(string) func(*os.File) (int64, error) {
+			return func(*os.File) (int64, error) { panic("fill called for a directory") }
+		}, want: ErrNotRegular},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tier, p, st := fromSource(t, data)
+			if c.dir {
+				p = filepath.Dir(p)
+				Stat(p, st)
+			}
+			n, err := tier.PublishFrom(p, st, c.fill(p))
+			if !errors.Is(err, c.want) || n != 0 {
+				t.Errorf("PublishFrom = %d, %v; want 0, %v", n, err, c.want)
+			}
+			var te *TierError
+			if errors.As(err, &te) {
+				t.Errorf("%v counted as the tier's failure", err)
+			}
+			cp, _ := CopyPath(tier.Path, p)
+			if _, err := os.Lstat(cp); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a copy was published (%v)", err)
+			}
+			noTemp(t, tier)
+		})
+	}
+}
+
+func noTemp(t *testing.T, tier *Tree) {
+	t.Helper()
+	if entries, _ := os.ReadDir(filepath.Join(tier.Path, tmpDir)); len(entries) != 0 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+}
