@@ -72,7 +72,7 @@ func TestFetchFromAPeer(t *testing.T) {
 	if st.FilesIn != 1 || st.BytesIn != size || st.Misses != 3 || st.Errors != 0 || st.Down || !c.Up(1) {
 		t.Errorf("client stats %+v", st)
 	}
-	if out := tc.srv.Stats(); out.Files[0] != 1 || out.Bytes[0] != size {
+	if out := serverStats(tc.srv, func(st ServerStats) bool { return st.Files[0] == 1 && st.Bytes[0] == size }); out.Files[0] != 1 || out.Bytes[0] != size {
 		t.Errorf("server stats %+v", out)
 	}
 	for _, node := range []int{0, 2, -1} {

@@ -142,3 +142,16 @@ func equalBytes(t *testing.T, what string, got, want []byte) {
 func giveAway(path string) bool {
 	return os.Geteuid() == 0 && os.Chown(path, 65534, 65534) == nil
 }
+
+// serverStats returns srv's counters once ok accepts them, or after 5 s.
+// A body is counted when its handler returns, which may be just after the
+// asker has read all of it.
+func serverStats(srv *Server, ok func(ServerStats) bool) ServerStats {
+	deadline := time.Now().Add(5 * time.Second)
+	st := srv.Stats()
+	for !ok(st) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		st = srv.Stats()
+	}
+	return st
+}

@@ -150,11 +150,17 @@ func TestJobOfThreeNodes(t *testing.T) {
 			fromPeers++
 		}
 	}
-	served := 0
-	for _, nd := range nodes {
-		for _, f := range nd.srv.Stats().Files {
-			served += int(f)
+	servedNow := func() (n int) {
+		for _, nd := range nodes {
+			for _, f := range nd.srv.Stats().Files {
+				n += int(f)
+			}
 		}
+		return n
+	}
+	served := servedNow()
+	for deadline := time.Now().Add(5 * time.Second); served != fromPeers && time.Now().Before(deadline); served = servedNow() {
+		time.Sleep(5 * time.Millisecond) // a body is counted when its handler returns
 	}
 	if served != fromPeers || fromPeers != (n-1)*len(sources) {
 		t.Errorf("%d fetched from peers, %d served; want %d", fromPeers, served, (n-1)*len(sources))
