@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/augur-hpc/augur/bench/dlbench"
-	"github.com/augur-hpc/augur/bench/pfsemu"
 	"github.com/augur-hpc/augur/shim"
 )
 
@@ -85,69 +83,33 @@ func (e *env) runLearning(policies map[string]string) ([]*learnSetup, error) {
 // the emulated PFS, from a local copy, and under augur told nothing of
 // the job.
 func (e *env) learnOne(name, about, data string, args []string) (*learnSetup, error) {
-	ds, err := dlbench.Scan(data, dlbench.LayoutImageFolder, 0)
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(e.work, "learn", strings.ReplaceAll(name, "+", "-"))
+	slug := strings.ReplaceAll(name, "+", "-")
+	dir := filepath.Join(e.work, "learn", slug)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	local := filepath.Join(dir, "local")
-	if err := copyTree(data, local); err != nil {
-		return nil, err
-	}
-	mnt := filepath.Join(dir, "pfs")
-	if err := mountPoint(mnt); err != nil {
-		return nil, err
-	}
-	popts := pfsOptions(data, mnt)
-	srv, err := pfsemu.Mount(popts)
+	g, err := e.newPyRig(data, dir, "learn-"+slug)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { srv.Unmount() }()
-	ram, disk, tierSpec := e.tiers(scenario{Name: "learn-" + strings.ReplaceAll(name, "+", "-")})
-	if err := os.MkdirAll(filepath.Dir(ram), 0o700); err != nil { // augur makes only the tier itself
-		return nil, err
-	}
-	defer os.RemoveAll(filepath.Dir(ram))
-	defer os.RemoveAll(disk)
-	ls := &learnSetup{Name: name, About: about, Dataset: ds.Describe(),
+	defer g.close()
+	ls := &learnSetup{Name: name, About: about, Dataset: g.ds.Describe(),
 		Command: python + " " + torchScript + " " + strings.Join(args[1:], " ") + " ROOT"}
 	fmt.Printf("\n== Learning the job: %s (%s)\n", name, about)
+	job := fmt.Sprintf("bench-%d-learn-%s", os.Getpid(), slug)
+	defer removeJob(job)
 	for _, c := range []config{configs[0], configs[1],
 		{name: "augur-learned", read: "pfs", policy: "clairvoyant", about: "clairvoyant, told only dataset, tiers, policy, seed"}} {
 		r := &run{Config: c.name, About: c.about}
 		ls.Runs = append(ls.Runs, r)
-		if srv, err = ensureMounted(srv, popts, r); err != nil {
-			return nil, err
-		}
-		root := mnt
-		if c.read == "local" {
-			root = local
-		}
-		var env []string
-		job := ""
-		if c.policy != "" {
-			os.RemoveAll(ram)
-			os.RemoveAll(disk)
-			job = fmt.Sprintf("bench-%d-learn-%s", os.Getpid(), strings.ReplaceAll(name, "+", "-"))
-			defer removeJob(job)
-			env = []string{"LD_PRELOAD=" + e.lib, "AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec,
-				"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", workload().Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}
-		}
-		if err := dlbench.DropCaches(); err != nil {
-			return nil, err
-		}
-		res, err := e.runPython(c.name, append(append([]string(nil), args...), root), env, srv, ds)
-		r.Result = res
+		ran, err := e.pyRun(g, c, r, args, job)
 		if err != nil {
-			r.Error = err.Error()
-			fmt.Printf("  %s: %v\n", c.name, err)
+			return nil, err
+		}
+		if !ran {
 			continue
 		}
-		if job != "" {
+		if c.policy != "" {
 			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
 				r.AugurStat = json.RawMessage(out)
 			}

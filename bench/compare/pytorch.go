@@ -46,35 +46,18 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 	if err := makeJPEGs(script, data, int(float64(torchImages)*e.scale)); err != nil {
 		return nil, err
 	}
-	ds, err := dlbench.Scan(data, dlbench.LayoutImageFolder, 0)
+	g, err := e.newPyRig(data, dir, "pytorch")
 	if err != nil {
 		return nil, err
 	}
-	local := filepath.Join(dir, "local")
-	if err := copyTree(data, local); err != nil {
-		return nil, err
-	}
-	mnt := filepath.Join(dir, "pfs")
-	if err := mountPoint(mnt); err != nil {
-		return nil, err
-	}
-	popts := pfsOptions(data, mnt)
-	srv, err := pfsemu.Mount(popts)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { srv.Unmount() }()
-	s := scenario{Name: "pytorch"}
-	ram, disk, tierSpec := e.tiers(s)
-	defer os.RemoveAll(filepath.Dir(ram))
-	defer os.RemoveAll(disk)
+	defer g.close()
 	w := workload()
 	args := []string{script, "run", "--epochs", fmt.Sprint(w.Epochs), "--workers", "2", "--batch", fmt.Sprint(w.Batch),
 		"--seed", fmt.Sprint(w.Seed), "--compute-ms", fmt.Sprint(w.Compute.Milliseconds()), "--barrier"}
-	pr := &pytorchResult{Images: len(ds.Samples), Bytes: ds.Bytes, Dataset: ds.Describe(),
+	pr := &pytorchResult{Images: len(g.ds.Samples), Bytes: g.ds.Bytes, Dataset: g.ds.Describe(),
 		Command: python + " " + torchScript + " " + strings.Join(args[1:], " ") + " ROOT"}
 	fmt.Printf("\n== PyTorch: DataLoader(ImageFolder of %d JPEGs, %s, PIL decode, 2 workers, batch %d, DistributedSampler seed %d)\n",
-		len(ds.Samples), fmtMiB(ds.Bytes), w.Batch, w.Seed)
+		len(g.ds.Samples), fmtMiB(g.ds.Bytes), w.Batch, w.Seed)
 	for _, c := range configs {
 		if c.read == "none" {
 			continue
@@ -85,43 +68,97 @@ func (e *env) runPyTorch(policies map[string]string) (*pytorchResult, error) {
 			r.Skipped = policies[c.policy]
 			continue
 		}
-		if srv, err = ensureMounted(srv, popts, r); err != nil {
-			return nil, err
-		}
-		root := mnt
-		if c.read == "local" {
-			root = local
-		}
-		var env []string
+		job := fmt.Sprintf("bench-%d-pytorch-%s", os.Getpid(), c.name)
 		if c.policy != "" {
-			os.RemoveAll(ram)
-			os.RemoveAll(disk)
-			job := fmt.Sprintf("bench-%d-pytorch-%s", os.Getpid(), c.name)
 			defer removeJob(job)
-			env = []string{"LD_PRELOAD=" + e.lib, "AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec,
-				"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
-				fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs)}
 		}
-		if err := dlbench.DropCaches(); err != nil {
+		ran, err := e.pyRun(g, c, r, args, job, fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs))
+		if err != nil {
 			return nil, err
 		}
-		if c.warm {
-			if ok, err := e.warm(r, env[1:], srv); err != nil { // env[0] is LD_PRELOAD
-				return nil, err
-			} else if !ok {
-				continue
-			}
+		if ran {
+			fmt.Printf("  %-18s epochs %s  total %.2fs\n", c.name, epochList(r), r.total())
 		}
-		res, err := e.runPython(c.name, append(append([]string(nil), args...), root), env, srv, ds)
-		r.Result = res
-		if err != nil {
-			r.Error = err.Error()
-			fmt.Printf("  %s: %v\n", c.name, err)
-			continue
-		}
-		fmt.Printf("  %-18s epochs %s  total %.2fs\n", c.name, epochList(r), r.total())
 	}
 	return pr, nil
+}
+
+// pyRig is what the PyTorch loader's runs over one dataset share: the
+// dataset, its local copy, the emulated PFS serving it, and the tiers.
+type pyRig struct {
+	ds                  *dlbench.Dataset
+	local, mnt          string
+	popts               pfsemu.Options
+	srv                 *pfsemu.Server
+	ram, disk, tierSpec string
+}
+
+// newPyRig scans data, copies it under dir/local, mounts the emulated
+// PFS over it at dir/pfs, and names the tiers of scenario name.
+func (e *env) newPyRig(data, dir, name string) (*pyRig, error) {
+	g := &pyRig{local: filepath.Join(dir, "local"), mnt: filepath.Join(dir, "pfs")}
+	var err error
+	if g.ds, err = dlbench.Scan(data, dlbench.LayoutImageFolder, 0); err != nil {
+		return nil, err
+	}
+	if err := copyTree(data, g.local); err != nil {
+		return nil, err
+	}
+	if err := mountPoint(g.mnt); err != nil {
+		return nil, err
+	}
+	g.ram, g.disk, g.tierSpec = e.tiers(scenario{Name: name})
+	if err := os.MkdirAll(filepath.Dir(g.ram), 0o700); err != nil { // augur makes only the tier itself
+		return nil, err
+	}
+	g.popts = pfsOptions(data, g.mnt)
+	if g.srv, err = pfsemu.Mount(g.popts); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *pyRig) close() {
+	g.srv.Unmount()
+	os.RemoveAll(filepath.Dir(g.ram))
+	os.RemoveAll(g.disk)
+}
+
+// pyRun runs the loader (args, then the root) in configuration c, under
+// augur as job (its variables, then extra) when c has a policy, from empty
+// tiers and a cold page cache. ran is false when the run failed (r says
+// why) or augur warm declined; err only when the bench cannot go on.
+func (e *env) pyRun(g *pyRig, c config, r *run, args []string, job string, extra ...string) (ran bool, err error) {
+	if g.srv, err = ensureMounted(g.srv, g.popts, r); err != nil {
+		return false, err
+	}
+	root := g.mnt
+	if c.read == "local" {
+		root = g.local
+	}
+	var env []string
+	if c.policy != "" {
+		os.RemoveAll(g.ram)
+		os.RemoveAll(g.disk)
+		env = append([]string{"LD_PRELOAD=" + e.lib, "AUGUR_DATASET=" + g.mnt, "AUGUR_TIERS=" + g.tierSpec,
+			"AUGUR_POLICY=" + c.policy, fmt.Sprintf("AUGUR_SEED=%d", workload().Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG="}, extra...)
+	}
+	if err := dlbench.DropCaches(); err != nil {
+		return false, err
+	}
+	if c.warm {
+		if ok, err := e.warm(r, env[1:], g.srv); err != nil || !ok { // env[0] is LD_PRELOAD
+			return false, err
+		}
+	}
+	res, err := e.runPython(c.name, append(append([]string(nil), args...), root), env, g.srv, g.ds)
+	r.Result = res
+	if err != nil {
+		r.Error = err.Error()
+		fmt.Printf("  %s: %v\n", c.name, err)
+		return false, nil
+	}
+	return true, nil
 }
 
 // makeJPEGs writes count JPEGs under dir (loader.py make) unless the
