@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 13
+#define AUGUR_ABI_VERSION 14
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -120,6 +120,17 @@ struct augur_leader {
 	uint64_t streams_gen;
 	uint64_t streams_len;
 	uint64_t streams[4096];
+	/* A job of several nodes (peers): copies filled from other nodes'
+	 * tiers and served to them, and requests that failed. */
+	uint64_t peer_files_in;
+	uint64_t peer_bytes_in;
+	uint64_t peer_files_out;
+	uint64_t peer_bytes_out;
+	uint64_t peer_errors;
+	/* Per peer and the performance model: JSON, as streams above. */
+	uint64_t peers_gen;
+	uint64_t peers_len;
+	uint64_t peers[1024];
 };
 
 /*

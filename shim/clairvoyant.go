@@ -64,6 +64,8 @@ type clairvoyant struct {
 	acc         hits            // of all opens of dataset files
 	warned      map[string]bool // directories whose streams nothing explained, said once
 	unexplained bool            // a stream's opens were explained by no seed tried
+	hold        []holdAt        // per file, in a job of several nodes: who reads it first (holders.go); nil: not known
+	holdBy      []holding
 	// streamsChanged: augur stat's stream table is out of date.
 	streamsChanged bool
 }
@@ -186,9 +188,7 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 			return cur
 		}
 	}
-	s, err := seed.New(seed.Spec{Sampler: seed.KindDistributed, Len: ds.Len(), Seed: f.Seed,
-		Replicas: f.Replicas, Rank: f.Rank, NoShuffle: !f.Shuffle, DropLast: c.l.cfg.Access.DropLast,
-		Torch: c.l.cfg.Access.Torch})
+	s, err := c.distributed(ds, f)
 	if err != nil {
 		return nil
 	}
@@ -200,8 +200,18 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 		cur.window = max(minWindow, 2*(f.Last-f.First+1))
 	}
 	c.cursors = append(c.cursors, cur)
+	if c.l.peers != nil {
+		c.holdFor(cur)
+	}
 	c.replan()
 	return cur
+}
+
+// distributed is the DistributedSampler f found in dataset ds.
+func (c *clairvoyant) distributed(ds *seed.Dataset, f seed.Found) (seed.Sampler, error) {
+	return seed.New(seed.Spec{Sampler: seed.KindDistributed, Len: ds.Len(), Seed: f.Seed,
+		Replicas: f.Replicas, Rank: f.Rank, NoShuffle: !f.Shuffle, DropLast: c.l.cfg.Access.DropLast,
+		Torch: c.l.cfg.Access.Torch})
 }
 
 // followed says whether a stream follows cur.
@@ -304,6 +314,9 @@ func (c *clairvoyant) replan() {
 		}
 		return seqs
 	})
+	if c.hold != nil {
+		c.place.prefer(c.mine)
+	}
 	c.place.advance(c.sizes)
 	c.orphans = c.orphans[:0]
 	for f, t := range c.where {

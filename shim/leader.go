@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/peers"
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/rs/zerolog"
@@ -42,6 +43,7 @@ type Leader struct {
 	clair   *clairvoyant   // nil unless the policy is clairvoyant and planned
 	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
 	early   []Event        // opens and closes seen while planning, for the plan
+	peers   *peering       // nil: a job of one node, or this node could not join the others
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -79,9 +81,13 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	l.checkRoots()
 	l.openTiers()
 	seg.publishConfig(cfg.RootForms(), l.ServedTiers(), cfg.Revalidate == 0) // the tiers are validated: copies may be served
+	if cfg.Peers.Enabled() {
+		l.peers = startPeering(l)
+	}
 	switch cfg.Policy {
 	case "reactive":
 		l.react = newReactive(l)
+		l.peers.setHolder(l.owner)
 	case "clairvoyant":
 		l.plans = l.planInBackground()
 	}
@@ -133,10 +139,12 @@ func (l *Leader) adopt(p planned) {
 		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
 		setU64(&l.seg.s.leader.fell_back, 1)
 		l.react = newReactive(l)
+		l.peers.setHolder(l.owner)
 	} else {
 		tiers, _, used := l.poolTiers()
 		p.c.start(l.newPool(tiers, used, p.c.done))
 		l.clair = p.c
+		l.peers.setHolder(p.c.holderOf)
 	}
 	for _, ev := range l.early { // the policy starts where the readers are
 		l.handle(ev)
@@ -388,7 +396,16 @@ func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpoo
 	p := fetchpool.New(tiers, used, done)
 	p.Guard(writeGuard{l.seg})
 	p.Watch(func(n int) { setU64(&l.seg.s.leader.inflight, uint64(n)) })
+	if l.peers != nil {
+		p.Source(l.peers)
+	}
 	return p
+}
+
+// owner is the reactive policy's holder of a file: a hash of its path
+// over the nodes (HVAC's partitioning), which every node computes alike.
+func (l *Leader) owner(path string) (int, func() bool) {
+	return peers.Owner(path, l.peers.cfg.Nodes), nil
 }
 
 // drainTimeout bounds how long Close waits for queued copies: they make
@@ -412,6 +429,7 @@ func (l *Leader) Close() {
 		l.clair.pool.Drain(drainTimeout)
 		l.clair.close()
 	}
+	l.peers.close() // after the copies: those in flight may still come from a peer
 	for _, t := range l.tiers {
 		t.lock.Unlock()
 		t.tree.Close()

@@ -295,6 +295,25 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 	return pp
 }
 
+// prefer moves the files first says to the front of the ranking, each
+// part in its order, before anything is placed: a node of a job of
+// several places the files it holds for the job (holders.go) before any
+// other, so that the nodes' tiers hold every file once before any twice.
+func (pp *placer) prefer(first func(f int32) bool) {
+	out := make([]int32, 0, len(pp.ranking))
+	for _, want := range []bool{true, false} {
+		for _, f := range pp.ranking {
+			if first(f) == want {
+				out = append(out, f)
+			}
+		}
+	}
+	pp.ranking = out
+	for k, f := range out {
+		pp.pos[f] = int32(k)
+	}
+}
+
 // byFrequency sorts files, met in order of first access, most often read
 // first and stably (a counting sort: the counts are small), in place.
 func byFrequency(met []int32, freq []int32) []int32 {

@@ -68,8 +68,14 @@ type Stats struct {
 	FellBack      bool          `json:"fell_back_to_reactive"`
 	Events        uint64        `json:"events"`
 	Lost          uint64        `json:"events_lost"`
+	PeerFilesIn   uint64        `json:"peer_files_in"`
+	PeerBytesIn   uint64        `json:"peer_bytes_in"`
+	PeerFilesOut  uint64        `json:"peer_files_out"`
+	PeerBytesOut  uint64        `json:"peer_bytes_out"`
+	PeerErrors    uint64        `json:"peer_errors"`
 	Tiers         []TierStats   `json:"tiers"`
 	Streams       []StreamStats `json:"streams,omitempty"`
+	Peers         *PeerStats    `json:"peers,omitempty"` // nil: a job of one node
 }
 
 // StreamStats is what the clairvoyant policy found one stream (a rank,
@@ -138,6 +144,11 @@ func (s *Segment) Stats() Stats {
 		FellBack:      u64(&l.fell_back) != 0,
 		Events:        u64(&l.events),
 		Lost:          u64(&l.lost),
+		PeerFilesIn:   u64(&l.peer_files_in),
+		PeerBytesIn:   u64(&l.peer_bytes_in),
+		PeerFilesOut:  u64(&l.peer_files_out),
+		PeerBytesOut:  u64(&l.peer_bytes_out),
+		PeerErrors:    u64(&l.peer_errors),
 	}
 	st.LeaderAlive = st.LeaderPID > 0 && u64(&l.ended_ns) == 0 && syscall.Kill(st.LeaderPID, 0) == nil
 	if started := u64(&l.started_ns); started > 0 {
@@ -151,6 +162,10 @@ func (s *Segment) Stats() Stats {
 		}
 	}
 	st.Streams = s.streams()
+	var ps PeerStats
+	if readJSON(&l.peers_gen, &l.peers_len, l.peers[:], &ps) {
+		st.Peers = &ps
+	}
 	for i := 0; i < MaxTiers; i++ {
 		path := C.GoString(&l.tiers[i][0])
 		if path == "" {
@@ -168,51 +183,69 @@ func (s *Segment) Stats() Stats {
 	return st
 }
 
-// publishStreams writes the stream table (JSON) under its sequence lock;
-// a table too large for the segment is cut to the streams that fit.
+// publishStreams writes the stream table; a table too large for the
+// segment is cut to the streams that fit.
 func (s *Segment) publishStreams(rows []StreamStats) {
 	l := &s.s.leader
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(&l.streams[0])), len(l.streams))
-	b, _ := json.Marshal(rows)
-	for len(b) > 8*len(words) {
+	for {
+		b, _ := json.Marshal(rows)
+		if publishJSON(&l.streams_gen, &l.streams_len, l.streams[:], b) || len(rows) == 0 {
+			return
+		}
 		rows = rows[:len(rows)/2]
-		b, _ = json.Marshal(rows)
+	}
+}
+
+// streams reads the stream table.
+func (s *Segment) streams() []StreamStats {
+	l := &s.s.leader
+	var rows []StreamStats
+	if !readJSON(&l.streams_gen, &l.streams_len, l.streams[:], &rows) {
+		return nil
+	}
+	return rows
+}
+
+// publishJSON writes b, JSON, into words under the sequence lock gen
+// (odd while it is being written), its length in n. It reports false,
+// writing nothing, when b does not fit.
+func publishJSON(gen, n *C.uint64_t, cw []C.uint64_t, b []byte) bool {
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&cw[0])), len(cw))
+	if len(b) > 8*len(words) {
+		return false
 	}
 	b = append(b, make([]byte, 7)...)
-	gen := u64(&l.streams_gen)
-	setU64(&l.streams_gen, gen|1)
+	g := u64(gen)
+	setU64(gen, g|1)
 	for i := 0; i+8 <= len(b); i += 8 {
 		atomic.StoreUint64(&words[i/8], binary.LittleEndian.Uint64(b[i:]))
 	}
-	setU64(&l.streams_len, uint64(len(b)-7))
-	setU64(&l.streams_gen, (gen|1)+1)
+	setU64(n, uint64(len(b)-7))
+	setU64(gen, (g|1)+1)
+	return true
 }
 
-// streams reads the stream table, retrying while the leader writes it.
-func (s *Segment) streams() []StreamStats {
-	l := &s.s.leader
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(&l.streams[0])), len(l.streams))
+// readJSON reads what publishJSON wrote into v, retrying while the
+// leader writes it; it reports whether it found a value.
+func readJSON(gen, n *C.uint64_t, cw []C.uint64_t, v any) bool {
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&cw[0])), len(cw))
 	for try := 0; try < 100; try++ {
-		gen := u64(&l.streams_gen)
-		if gen&1 != 0 {
+		g := u64(gen)
+		if g&1 != 0 {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		n := min(int(u64(&l.streams_len)), 8*len(words))
-		b := make([]byte, 0, n+8)
-		for i := 0; i < n; i += 8 {
+		size := min(int(u64(n)), 8*len(words))
+		b := make([]byte, 0, size+8)
+		for i := 0; i < size; i += 8 {
 			b = binary.LittleEndian.AppendUint64(b, atomic.LoadUint64(&words[i/8]))
 		}
-		if u64(&l.streams_gen) != gen {
+		if u64(gen) != g {
 			continue
 		}
-		var rows []StreamStats
-		if n == 0 || json.Unmarshal(b[:n], &rows) != nil {
-			return nil
-		}
-		return rows
+		return size > 0 && json.Unmarshal(b[:size], v) == nil
 	}
-	return nil
+	return false
 }
 
 // setString copies s into a fixed C char array, NUL-terminated.

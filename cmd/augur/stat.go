@@ -100,6 +100,7 @@ func printStats(w io.Writer, st shim.Stats) {
 			st.StagedFiles, shim.FormatSize(int64(st.StagedBytes)), shim.FormatSize(int64(st.StageBudget)))
 		printStreams(w, st.Streams)
 	}
+	printPeers(w, st)
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
 		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
 	fmt.Fprintf(w, "copies invalidated %d   compared with their source at open %d\n", st.Invalidated, st.Revalidated)
@@ -107,6 +108,35 @@ func printStats(w io.Writer, st shim.Stats) {
 		st.StaleRemoved, st.TierErrors, st.Untrusted)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
 		st.Events, st.RingDropped, st.Lost, st.Untracked)
+}
+
+// printPeers prints what went between this node and the job's others,
+// and the performance model that chose between them and the shared
+// filesystem.
+func printPeers(w io.Writer, st shim.Stats) {
+	p := st.Peers
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "peers: node %d of %d on %s   from peers %d files (%s)   to peers %d files (%s)   errors %d\n",
+		p.Node, p.Nodes, p.Addr, st.PeerFilesIn, shim.FormatSize(int64(st.PeerBytesIn)),
+		st.PeerFilesOut, shim.FormatSize(int64(st.PeerBytesOut)), st.PeerErrors)
+	for _, l := range p.Peers {
+		state := "up"
+		if l.Down {
+			state = fmt.Sprintf("down (backoff %v)", l.Backoff)
+		}
+		fmt.Fprintf(w, "  node %-4d %-22s in %d (%s)   out %d (%s)   not held %d   errors %d   %s\n",
+			l.Node, l.Addr, l.FilesIn, shim.FormatSize(l.BytesIn), l.FilesOut, shim.FormatSize(l.BytesOut),
+			l.Misses, l.Errors, state)
+	}
+	for _, m := range p.Model {
+		fmt.Fprintf(w, "  model %-8s %s/s (prior %s/s, %d samples)   queued %s in %d\n", m.Source,
+			shim.FormatSize(int64(m.Rate)), shim.FormatSize(int64(m.Prior)), m.Samples, shim.FormatSize(m.Queued), m.InFlight)
+	}
+	if len(p.NotServed) > 0 {
+		fmt.Fprintf(w, "  requests not served: %v\n", p.NotServed)
+	}
 }
 
 // printStreams prints what each stream was found to read, or why not.
