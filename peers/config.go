@@ -37,6 +37,9 @@ type Config struct {
 	// a rendezvous directory it may be left out: the first leader then
 	// creates one there.
 	Secret string `toml:"secret"`
+	// PFSWeight weighs the shared filesystem's expected delivery time
+	// against a peer's (ModelConfig.PFSWeight); 0 takes the default.
+	PFSWeight float64 `toml:"pfs_weight"`
 
 	// from names, per toml key, the variable that set the field, so that
 	// a message about a bad value says where it came from.
@@ -87,6 +90,14 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	for _, s := range strs {
 		if v := getenv(s.env); v != "" {
 			c.set(s.key, s.env, func() { *s.dst = v })
+		}
+	}
+	if v := getenv("AUGUR_PEER_PFS_WEIGHT"); v != "" {
+		w, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AUGUR_PEER_PFS_WEIGHT=%q is not a number", v))
+		} else {
+			c.set("pfs_weight", "AUGUR_PEER_PFS_WEIGHT", func() { c.PFSWeight = w })
 		}
 	}
 	if c.Nodes == 0 && len(c.Peers) > 0 {
@@ -194,6 +205,10 @@ func (c *Config) Validate() error {
 	errs := []error{c.checkCounts()}
 	errs = append(errs, c.checkPeers()...)
 	errs = append(errs, c.checkRendezvous(), c.checkListen(), c.checkSecret())
+	if c.PFSWeight != 0 && !(c.PFSWeight >= 1 && c.PFSWeight <= 1e6) {
+		errs = append(errs, fmt.Errorf("pfs_weight (%s) is %g: 1 (time alone decides) to 1e6 (a peer that holds the file always), or 0 for the default 2",
+			c.origin("pfs_weight"), c.PFSWeight))
+	}
 	return errors.Join(errs...)
 }
 

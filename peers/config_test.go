@@ -131,6 +131,10 @@ func TestValidate(t *testing.T) {
 			[]string{"peer secret (AUGUR_PEER_SECRET): has 5 characters; at least 16 are needed"}},
 		{"secret with space", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_PEERS": "a:1,b:1", "AUGUR_PEER_SECRET": secret + " x"},
 			[]string{"may hold only printable ASCII"}},
+		{"pfs weight below 1", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_PEERS": "a:1,b:1", "AUGUR_PEER_SECRET": secret,
+			"AUGUR_PEER_PFS_WEIGHT": "0.5"}, []string{"pfs_weight (AUGUR_PEER_PFS_WEIGHT) is 0.5: 1 (time alone decides) to 1e6"}},
+		{"pfs weight", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_PEERS": "a:1,b:1", "AUGUR_PEER_SECRET": secret,
+			"AUGUR_PEER_PFS_WEIGHT": "1000"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,6 +33,12 @@ type ModelConfig struct {
 	// Weight is a new sample's weight in the moving average (default
 	// 0.2: the last ten or so transfers count).
 	Weight float64
+	// PFSWeight multiplies the shared filesystem's expected delivery
+	// time (default 2): the filesystem is every node's and every job's,
+	// what one node takes from it the others wait for, so a peer that
+	// holds the file is asked unless the filesystem is expected to
+	// deliver it in less than half the time.
+	PFSWeight float64
 	// Forget is the time constant with which an idle source's measured
 	// throughput fades back to its prior (default 30 s): a source judged
 	// slow once would otherwise never be chosen, hence measured, again.
@@ -48,6 +54,9 @@ func (c *ModelConfig) defaults() {
 	}
 	if c.Weight <= 0 || c.Weight > 1 {
 		c.Weight = 0.2
+	}
+	if c.PFSWeight < 1 {
+		c.PFSWeight = 2
 	}
 	if c.Forget <= 0 {
 		c.Forget = 30 * time.Second
@@ -137,7 +146,7 @@ func (s *source) eta(size int64, now time.Time, forget time.Duration) float64 {
 }
 
 // Choose returns the candidate expected to deliver a file of size bytes
-// first. On a tie a peer wins over the shared filesystem (as in NoPFS:
+// first, the shared filesystem's time weighted by PFSWeight. On a tie a peer wins over the shared filesystem (as in NoPFS:
 // the filesystem is what every node shares), then the earlier
 // candidate. The caller lists only sources that may be asked (a peer
 // that should hold the file and is up; the shared filesystem always).
@@ -148,6 +157,9 @@ func (m *Model) Choose(size int64, candidates []Source) Source {
 	best, bestETA := PFS, math.Inf(1)
 	for _, c := range candidates {
 		eta := m.src(c).eta(size, now, m.cfg.Forget)
+		if c == PFS {
+			eta *= m.cfg.PFSWeight
+		}
 		if eta < bestETA || eta == bestETA && best == PFS {
 			best, bestETA = c, eta
 		}
@@ -210,6 +222,7 @@ func (t *Transfer) Done(n int64) {
 type SourceState struct {
 	Source   string  `json:"source"`            // "pfs" or "node i"
 	Rate     float64 `json:"bytes_per_s"`       // the throughput Choose expects now
+	Weight   float64 `json:"time_weight"`       // Choose multiplies the expected time by this
 	Prior    float64 `json:"prior_bytes_per_s"` // assumed before measuring
 	Samples  int64   `json:"samples"`           // measurements taken
 	Queued   int64   `json:"queued_bytes"`      // in transfers begun and not done
@@ -225,8 +238,11 @@ func (m *Model) Snapshot() []SourceState {
 	st := make([]SourceState, len(m.srcs))
 	for i := range m.srcs {
 		s := &m.srcs[i]
-		st[i] = SourceState{Source: Source(i - 1).String(), Rate: s.estimate(now, m.cfg.Forget), Prior: s.prior,
+		st[i] = SourceState{Source: Source(i - 1).String(), Rate: s.estimate(now, m.cfg.Forget), Weight: 1, Prior: s.prior,
 			Samples: s.samples, Queued: s.queued, InFlight: s.inflight}
+		if Source(i-1) == PFS {
+			st[i].Weight = m.cfg.PFSWeight
+		}
 	}
 	return st
 }

@@ -60,6 +60,27 @@ func TestChooseCountsQueuedBytes(t *testing.T) {
 	}
 }
 
+// The shared filesystem is chosen only when it is expected to deliver
+// in less than 1/PFSWeight of a peer's time.
+func TestChooseWeighsTheSharedFilesystem(t *testing.T) {
+	m, _ := testModel(2, ModelConfig{PFSPrior: 150e6, PeerPrior: 100e6})
+	both := []Source{PFS, 1}
+	if got := m.Choose(1e6, both); got != 1 {
+		t.Errorf("pfs 1.5 x as fast: %v; want the peer (weight 2)", got)
+	}
+	m, _ = testModel(2, ModelConfig{PFSPrior: 250e6, PeerPrior: 100e6})
+	if got := m.Choose(1e6, both); got != PFS {
+		t.Errorf("pfs 2.5 x as fast: %v; want pfs", got)
+	}
+	m, _ = testModel(2, ModelConfig{PFSPrior: 150e6, PeerPrior: 100e6, PFSWeight: 1})
+	if got := m.Choose(1e6, both); got != PFS {
+		t.Errorf("pfs 1.5 x as fast, weight 1: %v; want pfs", got)
+	}
+	if st := m.Snapshot(); st[0].Weight != 1 || st[1].Weight != 1 {
+		t.Errorf("snapshot %+v", st)
+	}
+}
+
 func TestChooseTies(t *testing.T) {
 	m, _ := testModel(3, ModelConfig{PFSPrior: 1e9, PeerPrior: 1e9})
 	cases := []struct {

@@ -63,7 +63,7 @@ func startPeering(l *Leader) *peering {
 
 func joinPeers(l *Leader) (*peering, error) {
 	cfg := l.cfg.Peers
-	p := &peering{l: l, cfg: cfg, model: peers.NewModel(cfg.Nodes, peers.ModelConfig{})}
+	p := &peering{l: l, cfg: cfg, model: peers.NewModel(cfg.Nodes, peers.ModelConfig{PFSWeight: cfg.PFSWeight})}
 	secret := cfg.Secret
 	if cfg.Rendezvous != "" {
 		rdv, err := peers.OpenRendezvous(cfg.Rendezvous, cfg.Job, cfg.Nodes)

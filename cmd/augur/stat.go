@@ -131,8 +131,8 @@ func printPeers(w io.Writer, st shim.Stats) {
 			l.Misses, l.Errors, state)
 	}
 	for _, m := range p.Model {
-		fmt.Fprintf(w, "  model %-8s %s/s (prior %s/s, %d samples)   queued %s in %d\n", m.Source,
-			shim.FormatSize(int64(m.Rate)), shim.FormatSize(int64(m.Prior)), m.Samples, shim.FormatSize(m.Queued), m.InFlight)
+		fmt.Fprintf(w, "  model %-8s %s/s (prior %s/s, %d samples, time x%g)   queued %s in %d\n", m.Source,
+			shim.FormatSize(int64(m.Rate)), shim.FormatSize(int64(m.Prior)), m.Samples, m.Weight, shim.FormatSize(m.Queued), m.InFlight)
 	}
 	if len(p.NotServed) > 0 {
 		fmt.Fprintf(w, "  requests not served: %v\n", p.NotServed)
