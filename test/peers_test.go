@@ -81,9 +81,12 @@ func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64,
 		dir := filepath.Join(c.Dir, fmt.Sprintf("node%d", i))
 		n := &peerNode{out: dir + "/out", stat: dir + "/stat.json", tier: dir + "/ram"}
 		must(t, os.MkdirAll(n.tier, 0o755))
-		run := strings.Join(append([]string{Augur, "run", "--"}, job(root, "plain", 3, "--workers", "2", "--batch", "8")...), " ")
-		script := fmt.Sprintf("mount -t tmpfs tmpfs /dev/shm && %s >%s 2>%s/err; rc=$?; %s stat --json --job %s >%s; exit $rc",
-			run, n.out, dir, Augur, jobID, n.stat)
+		var run []string
+		for _, a := range append([]string{Augur, "run", "--"}, job(root, "plain", 3, "--workers", "2", "--batch", "8")...) {
+			run = append(run, shellQuote(a))
+		}
+		script := fmt.Sprintf("mount -t tmpfs tmpfs /dev/shm && %s >%s 2>%s; rc=$?; %s stat --json --job %s >%s; exit $rc",
+			strings.Join(run, " "), shellQuote(n.out), shellQuote(dir+"/err"), shellQuote(Augur), jobID, shellQuote(n.stat))
 		n.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 		n.cmd.Env = append(os.Environ(), c.Env...)
 		n.cmd.Env = append(n.cmd.Env, "AUGUR_DATASET="+root, "AUGUR_POLICY=clairvoyant", "AUGUR_JOB="+jobID,
@@ -99,6 +102,9 @@ func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64,
 	}
 	return j
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // wait waits for node i, at most two minutes, and reports its error.
 func (j *peerJob) wait(t *testing.T, i int) error {
@@ -220,5 +226,65 @@ func TestPeersReadTheSharedFilesystemOnce(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "log")); len(b) > 0 {
 			t.Errorf("node %d logged: %s", i, b)
 		}
+	}
+}
+
+// lines counts the lines of a file (0 if it is not there yet).
+func lines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
+// A node that dies (SIGKILL of its augur run and reader) or stops
+// answering (SIGSTOP) in the middle of the second epoch: the other nodes
+// finish with every sample right, what the dead node held coming from
+// the shared filesystem, and say that it failed them.
+func TestPeersSurviveANodeThatDies(t *testing.T) {
+	needPython(t, "torch", "torchvision")
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"killed", syscall.SIGKILL}, {"stopped", syscall.SIGSTOP}} {
+		sig := tc.sig
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCase(t)
+			const classes, per, size = 10, 120, 4000
+			want := imageFolder(t, c, classes, per)
+			_, root := mountDirectPFS(t, c)
+			j := startPeerJob(t, c, root, 3, classes*per*size*4/10, "AUGUR_PEER_PFS_WEIGHT=1e6")
+			victim := j.nodes[2]
+			deadline := time.Now().Add(time.Minute)
+			for lines(victim.out) < classes*per/3*3/2 { // half the second epoch
+				if time.Now().After(deadline) {
+					b, _ := os.ReadFile(filepath.Join(c.Dir, "node2", "err"))
+					t.Fatalf("node 2 read %d samples in a minute: %s", lines(victim.out), tail(string(b), 2000))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			must(t, syscall.Kill(-victim.cmd.Process.Pid, sig))
+			if sig == syscall.SIGSTOP {
+				t.Cleanup(func() { syscall.Kill(-victim.cmd.Process.Pid, syscall.SIGCONT) })
+			}
+			ok := digestSet(want)
+			for i := range 2 {
+				if err := j.wait(t, i); err != nil {
+					b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "err"))
+					t.Fatalf("node %d: %v: %s", i, err, tail(string(b), 2000))
+				}
+				if n := j.samples(t, i, ok); n != 3*classes*per/3 {
+					t.Errorf("node %d read %d samples; want %d", i, n, 3*classes*per/3)
+				}
+				st := j.stats(t, i)
+				if st.Peers == nil || len(st.Peers.Peers) != 2 {
+					t.Fatalf("node %d: no peers in augur stat: %+v", i, st.Peers)
+				}
+				dead := st.Peers.Peers[1] // node 2, after the other live one
+				if dead.Node != 2 || dead.Errors == 0 {
+					t.Errorf("node %d: node 2 failed it %d times: %+v; want at least once", i, dead.Errors, dead)
+				}
+				t.Logf("node %d: from the tier %d of %d opens; node 2 gave %d files, failed %d times", i,
+					st.Opens-st.Misses, st.Opens, dead.FilesIn, dead.Errors)
+			}
+		})
 	}
 }
