@@ -60,15 +60,15 @@ func (c *clairvoyant) holdFor(cur *cursor) {
 		}
 		return
 	}
-	orders := make([]seed.Order, w)
-	for r := range orders {
+	samplers := make([]seed.Sampler, w)
+	for r := range samplers {
 		f := cur.found
 		f.Rank = r
 		s, err := c.distributed(cur.ds, f)
 		if err != nil {
 			return
 		}
-		orders[r] = cur.perms.orderOf(s, cur.epoch, cur.ds.Len())
+		samplers[r] = s
 	}
 	if c.hold == nil {
 		c.hold = make([]holdAt, c.cat.NumFiles())
@@ -87,16 +87,8 @@ func (c *clairvoyant) holdFor(cur *cursor) {
 		}
 	}
 	per := w / nodes
-	for k := range orders[0].Len() {
-		for r, o := range orders {
-			if k >= o.Len() {
-				continue
-			}
-			if f := cur.ds.File(o.At(k)); c.hold[f].node < 0 {
-				c.hold[f] = holdAt{node: int16(r / per), by: int16(by), pos: int32(k)}
-			}
-		}
-	}
+	firstReaders(w, cur.ds.Len(), func(r int) seed.Order { return cur.perms.orderOf(samplers[r], cur.epoch, cur.ds.Len()) },
+		func(idx, r, k int) { c.hold[cur.ds.File(idx)] = holdAt{node: int16(r / per), by: int16(by), pos: int32(k)} })
 }
 
 // holderOf names the node that holds path's copy and says whether it

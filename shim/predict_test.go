@@ -143,3 +143,59 @@ func TestPlacerSettlesAsSizesArrive(t *testing.T) {
 		t.Fatalf("placement %v %v: the case should fill both tiers and leave files out", want.Files, want.Tier[17])
 	}
 }
+
+// A job of three nodes with two ranks each: each file is read first by
+// one node in the first epoch, which holds it before anything else. With
+// a third of the dataset per node the nodes hold every file exactly
+// once, and later epochs read nothing from the shared filesystem with
+// peers; without them, the two thirds each node does not hold.
+func TestPlaceNodesHoldsEveryFileOnce(t *testing.T) {
+	root := imageFolder(t, 4, 30, 100) // 120 files
+	a := Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 6, RanksPerNode: 2, Epochs: 3, Stage: 1}
+	p := predict(t, root, a)
+	sizes := p.Sizes(nil)
+	jp, err := p.PlaceNodes(a, sizes, []int64{4000 + 1}, 3) // 40 files each, after the staging byte
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := make([]int, p.Len())
+	for _, np := range jp.Nodes {
+		if np.Holds != 40 || np.Files[0] != 40 {
+			t.Errorf("node %d reads %d files first, holds %d; want 40 and 40", np.Node, np.Holds, np.Files[0])
+		}
+		for idx, tier := range np.Tier {
+			if tier >= 0 {
+				holders[idx]++
+			}
+		}
+	}
+	for idx, n := range holders {
+		if n != 1 {
+			t.Errorf("file %d held by %d nodes; want 1", idx, n)
+		}
+	}
+	// Each file is read once in epoch 1 (120 files, 20 per rank): by
+	// the node that holds it.
+	for _, np := range jp.Nodes {
+		for _, r := range np.Ranks {
+			for _, idx := range p.Order(r, 0) {
+				if np.Tier[idx] < 0 {
+					t.Errorf("node %d's rank %d reads file %d first and does not hold it", np.Node, r, idx)
+				}
+			}
+		}
+	}
+	if len(jp.Epochs) != 3 {
+		t.Fatalf("%d epochs", len(jp.Epochs))
+	}
+	e1, e2 := jp.Epochs[0], jp.Epochs[1]
+	if e1.PFSBytes != 12000 || e1.PFSBytesPeers != 12000 || e1.PeerBytes != 0 {
+		t.Errorf("epoch 1 %+v; want the dataset once from the shared filesystem either way", e1)
+	}
+	if e2.PFSBytesPeers != 0 || e2.PeerBytes == 0 || e2.PFSBytes != e2.PeerBytes {
+		t.Errorf("epoch 2 %+v; want nothing from the shared filesystem with peers, what each node does not hold from them", e2)
+	}
+	if _, err := p.PlaceNodes(a, sizes, []int64{4000}, 4); err == nil {
+		t.Error("6 ranks on 4 nodes: no error")
+	}
+}

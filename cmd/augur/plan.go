@@ -21,6 +21,7 @@ func cmdPlan(args []string) int {
 	rank := fs.Int("rank", 0, "global rank for --order")
 	epoch := fs.Int("epoch", 0, "epoch for --order (the first is 0, as sampler.set_epoch)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	nodes := fs.Int("nodes", 1, "plan a job of this many nodes with peers: each node's holdings and the shared filesystem's bytes with and without peers")
 	quiet := fs.Bool("quiet", false, "do not show progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -62,7 +63,77 @@ func cmdPlan(args []string) int {
 	prog.TotalKnown()
 	sizes := pred.Sizes(counter(prog))
 	prog.Stop()
+	if *nodes > 1 {
+		return printJobPlan(cfg, pred, sizes, *nodes, *asJSON)
+	}
 	return printPlan(cfg, pred, sizes, *asJSON)
+}
+
+// jobPlanReport is what augur plan --nodes prints.
+type jobPlanReport struct {
+	Files   int             `json:"files"`
+	Bytes   int64           `json:"bytes"`
+	Horizon int             `json:"epochs_considered"`
+	Stage   int64           `json:"staging_bytes_per_node"`
+	Nodes   []jobPlanNode   `json:"nodes"`
+	Epochs  []shim.JobEpoch `json:"epochs"`
+}
+
+type jobPlanNode struct {
+	Node      int        `json:"node"`
+	Ranks     []int      `json:"ranks"`
+	Holds     int        `json:"files_read_first"`
+	HoldBytes int64      `json:"bytes_read_first"`
+	Tiers     []planTier `json:"tiers"`
+}
+
+// printJobPlan prints how the leaders of a job of nodes nodes place the
+// dataset and what each epoch reads from where.
+func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes int, asJSON bool) int {
+	caps := make([]int64, len(cfg.Tiers))
+	for i, t := range cfg.Tiers {
+		caps[i] = t.Capacity
+	}
+	jp, err := pred.PlaceNodes(cfg.Access, sizes, caps, nodes)
+	if err != nil {
+		return fail("plan: %v", err)
+	}
+	rep := jobPlanReport{Files: pred.Len(), Horizon: jp.Horizon, Stage: jp.Stage, Epochs: jp.Epochs}
+	for _, s := range sizes {
+		rep.Bytes += max(s, 0)
+	}
+	for _, np := range jp.Nodes {
+		n := jobPlanNode{Node: np.Node, Ranks: np.Ranks, Holds: np.Holds, HoldBytes: np.HoldBytes}
+		for i, t := range cfg.Tiers {
+			c := caps[i]
+			if i == 0 {
+				c -= jp.Stage
+			}
+			n.Tiers = append(n.Tiers, planTier{t.Path, c, np.Files[i], np.Bytes[i]})
+		}
+		rep.Nodes = append(rep.Nodes, n)
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+		return 0
+	}
+	fmt.Printf("dataset %s: %d files, %s; %d nodes of %d ranks; placement over %d epochs, the files a node reads first in the job before any other\n",
+		pred.Root, rep.Files, shim.FormatSize(rep.Bytes), nodes, cfg.Access.WorldSize/nodes, rep.Horizon)
+	for _, n := range rep.Nodes {
+		fmt.Printf("node %d (ranks %d-%d): reads %d files (%s) first in the job;", n.Node, n.Ranks[0], n.Ranks[len(n.Ranks)-1],
+			n.Holds, shim.FormatSize(n.HoldBytes))
+		for _, t := range n.Tiers {
+			fmt.Printf("  %s %d files %s of %s", t.Path, t.Files, shim.FormatSize(t.Bytes), shim.FormatSize(t.Capacity))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("%-6s %22s %22s %16s\n", "epoch", "pfs without peers", "pfs with peers", "from peers")
+	for _, e := range rep.Epochs {
+		fmt.Printf("%-6d %22s %22s %16s\n", e.Epoch, shim.FormatSize(e.PFSBytes), shim.FormatSize(e.PFSBytesPeers), shim.FormatSize(e.PeerBytes))
+	}
+	return 0
 }
 
 // counter is a hook of shim.Predict and Prediction.Sizes that counts on r.
