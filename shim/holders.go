@@ -88,7 +88,9 @@ func (c *clairvoyant) holdFor(cur *cursor) {
 	}
 	per := w / nodes
 	firstReaders(w, cur.ds.Len(), func(r int) seed.Order { return cur.perms.orderOf(samplers[r], cur.epoch, cur.ds.Len()) },
-		func(idx, r, k int) { c.hold[cur.ds.File(idx)] = holdAt{node: int16(r / per), by: int16(by), pos: int32(k)} })
+		func(idx, r, k int) {
+			c.hold[cur.ds.File(idx)] = holdAt{node: int16(r / per), by: int16(by), pos: int32(k)}
+		})
 }
 
 // holderOf names the node that holds path's copy and says whether it
