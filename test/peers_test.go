@@ -69,6 +69,12 @@ func freePort(t *testing.T) int {
 // DistributedSampler over root (learn_job.py, 3 epochs), with a tier of
 // capacity bytes each and the extra variables env.
 func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64, env ...string) *peerJob {
+	return startJobOfNodes(t, c, root, nodes, capacity, true, env...)
+}
+
+// startJobOfNodes is startPeerJob, or with peers false the same nodes
+// each working alone.
+func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int64, peers bool, env ...string) *peerJob {
 	t.Helper()
 	var addrs []string
 	for i := range nodes {
@@ -78,7 +84,7 @@ func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64,
 	jobID := "peers-" + randHex(6)
 	j := &peerJob{}
 	for i := range nodes {
-		dir := filepath.Join(c.Dir, fmt.Sprintf("node%d", i))
+		dir := filepath.Join(c.Dir, fmt.Sprintf("%snode%d", map[bool]string{false: "alone-"}[peers], i))
 		n := &peerNode{out: dir + "/out", stat: dir + "/stat.json", tier: dir + "/ram"}
 		must(t, os.MkdirAll(n.tier, 0o755))
 		var run []string
@@ -90,9 +96,12 @@ func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64,
 		n.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 		n.cmd.Env = append(os.Environ(), c.Env...)
 		n.cmd.Env = append(n.cmd.Env, "AUGUR_DATASET="+root, "AUGUR_POLICY=clairvoyant", "AUGUR_JOB="+jobID,
-			fmt.Sprintf("AUGUR_TIERS=%s:%d", n.tier, capacity), fmt.Sprintf("AUGUR_NODES=%d", nodes),
-			fmt.Sprintf("AUGUR_NODE_RANK=%d", i), "AUGUR_PEERS="+strings.Join(addrs, ","), "AUGUR_PEER_SECRET="+secret,
+			fmt.Sprintf("AUGUR_TIERS=%s:%d", n.tier, capacity),
 			fmt.Sprintf("RANK=%d", i), fmt.Sprintf("WORLD_SIZE=%d", nodes), "AUGUR_LOG=warn:"+dir+"/log")
+		if peers {
+			n.cmd.Env = append(n.cmd.Env, fmt.Sprintf("AUGUR_NODES=%d", nodes), fmt.Sprintf("AUGUR_NODE_RANK=%d", i),
+				"AUGUR_PEERS="+strings.Join(addrs, ","), "AUGUR_PEER_SECRET="+secret)
+		}
 		n.cmd.Env = append(n.cmd.Env, env...)
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		must(t, n.cmd.Start())
@@ -226,6 +235,21 @@ func TestPeersReadTheSharedFilesystemOnce(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "log")); len(b) > 0 {
 			t.Errorf("node %d logged: %s", i, b)
 		}
+	}
+	// Control: the same nodes, each alone, read most files from the
+	// shared filesystem in more than one epoch.
+	before = pfs.Stats()
+	alone := startJobOfNodes(t, c, root, 3, classes*per*size*4/10, false)
+	for i := range alone.nodes {
+		if err := alone.wait(t, i); err != nil {
+			t.Fatalf("node %d alone: %v", i, err)
+		}
+	}
+	aloneBytes := pfs.Stats().ReadBytes - before.ReadBytes
+	t.Logf("shared filesystem over 3 epochs: %.2f x the dataset with peers, %.2f x without",
+		float64(pfsBytes)/float64(classes*per*size), float64(aloneBytes)/float64(classes*per*size))
+	if aloneBytes < 3*pfsBytes/2 {
+		t.Errorf("without peers the shared filesystem served %d bytes, with them %d: the test cannot tell", aloneBytes, pfsBytes)
 	}
 }
 
