@@ -90,10 +90,7 @@ type jobPlanNode struct {
 // printJobPlan prints how the leaders of a job of nodes nodes place the
 // dataset and what each epoch reads from where.
 func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes int, asJSON bool) int {
-	caps := make([]int64, len(cfg.Tiers))
-	for i, t := range cfg.Tiers {
-		caps[i] = t.Capacity
-	}
+	caps := tierCaps(cfg)
 	jp, err := pred.PlaceNodes(cfg.Access, sizes, caps, nodes)
 	if err != nil {
 		return fail("plan: %v", err)
@@ -114,10 +111,7 @@ func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes 
 		rep.Nodes = append(rep.Nodes, n)
 	}
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-		return 0
+		return printJSON(rep)
 	}
 	fmt.Printf("dataset %s: %d files, %s; %d nodes of %d ranks; placement over %d epochs, the files a node reads first in the job before any other\n",
 		pred.Root, rep.Files, shim.FormatSize(rep.Bytes), nodes, cfg.Access.WorldSize/nodes, rep.Horizon)
@@ -168,10 +162,7 @@ type planEpoch struct {
 }
 
 func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bool) int {
-	caps := make([]int64, len(cfg.Tiers))
-	for i, t := range cfg.Tiers {
-		caps[i] = t.Capacity
-	}
+	caps := tierCaps(cfg)
 	pl, stage, horizon := pred.PlaceFor(cfg.Access, sizes, caps)
 	rep := planReport{Files: pred.Len(), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,
 		Horizon: horizon, Stage: stage}
@@ -204,10 +195,7 @@ func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bo
 		rep.Epochs = append(rep.Epochs, pe)
 	}
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-		return 0
+		return printJSON(rep)
 	}
 	fmt.Printf("dataset %s: %d files, %s; this node's ranks %v read %d files per epoch\n",
 		pred.Root, rep.Files, shim.FormatSize(rep.Bytes), rep.Ranks, rep.ReadsPerEpoch)
@@ -225,5 +213,22 @@ func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bo
 		fmt.Printf("epoch %d: expected %d opens from tiers; %d files (%s) staged from the shared filesystem\n",
 			e.Epoch, e.TierHits, e.PFSReads, shim.FormatSize(e.PFSBytes))
 	}
+	return 0
+}
+
+// tierCaps is the configured tiers' capacities.
+func tierCaps(cfg *shim.Config) []int64 {
+	caps := make([]int64, len(cfg.Tiers))
+	for i, t := range cfg.Tiers {
+		caps[i] = t.Capacity
+	}
+	return caps
+}
+
+// printJSON prints a plan as indented JSON.
+func printJSON(v any) int {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 	return 0
 }
