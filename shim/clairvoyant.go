@@ -65,7 +65,7 @@ type clairvoyant struct {
 	warned      map[string]bool // directories whose streams nothing explained, said once
 	unexplained bool            // a stream's opens were explained by no seed tried
 	hold        []holdAt        // per file, in a job of several nodes: who reads it first (holders.go); nil: not known
-	holdBy      []holding
+	holdBy      []holding       // the samplers and epochs hold was found from; holdAt.by indexes it
 	// streamsChanged: augur stat's stream table is out of date.
 	streamsChanged bool
 }

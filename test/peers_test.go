@@ -46,19 +46,12 @@ type peerJob struct {
 // and per-file counters.
 func mountDirectPFS(t *testing.T, c *Case) (*pfsemu.Server, string) {
 	t.Helper()
-	mnt := filepath.Join(c.Dir, "pfs")
-	must(t, os.MkdirAll(mnt, 0o755))
-	opts := pfsemu.DefaultOptions(c.Dataset, mnt)
-	opts.OpenLatency, opts.ReadLatency, opts.MetaLatency = time.Millisecond, 200*time.Microsecond, 200*time.Microsecond
-	opts.Bandwidth = 100 << 20
-	opts.DirectIO, opts.PerFile = true, true
-	opts.Logf = t.Logf
-	srv, err := pfsemu.Mount(opts)
-	if err != nil {
-		t.Fatalf("pfsemu (needs root and /dev/fuse): %v", err)
-	}
-	t.Cleanup(func() { srv.Unmount() })
-	return srv, mnt
+	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+		o.OpenLatency, o.ReadLatency, o.MetaLatency = time.Millisecond, 200*time.Microsecond, 200*time.Microsecond
+		o.Bandwidth = 100 << 20
+		o.DirectIO, o.PerFile = true, true
+	})
+	return srv, filepath.Join(c.Dir, "pfs")
 }
 
 // freePort is a TCP port nothing listens on now on 127.0.0.1.

@@ -18,18 +18,28 @@ import (
 // filesystem served.
 func mountPFS(t *testing.T, c *Case, bandwidth float64) *pfsemu.Server {
 	t.Helper()
+	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+		o.OpenLatency, o.ReadLatency, o.MetaLatency = 0, 0, 0
+		o.Bandwidth = bandwidth
+	})
+	c.Set("AUGUR_DATASET=" + filepath.Join(c.Dir, "pfs"))
+	return srv
+}
+
+// mountPFSWith serves c.Dataset through the emulator at c.Dir/pfs, with
+// the command's defaults as set tells.
+func mountPFSWith(t *testing.T, c *Case, set func(*pfsemu.Options)) *pfsemu.Server {
+	t.Helper()
 	mnt := filepath.Join(c.Dir, "pfs")
 	must(t, os.MkdirAll(mnt, 0o755))
 	opts := pfsemu.DefaultOptions(c.Dataset, mnt)
-	opts.OpenLatency, opts.ReadLatency, opts.MetaLatency = 0, 0, 0
-	opts.Bandwidth = bandwidth
+	set(&opts)
 	opts.Logf = t.Logf
 	srv, err := pfsemu.Mount(opts)
 	if err != nil {
 		t.Fatalf("pfsemu (needs root and /dev/fuse): %v", err)
 	}
 	t.Cleanup(func() { srv.Unmount() })
-	c.Set("AUGUR_DATASET=" + mnt)
 	return srv
 }
 
