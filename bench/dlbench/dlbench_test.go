@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -471,5 +472,30 @@ func TestStatsFileCounters(t *testing.T) {
 	os.WriteFile(name, []byte(`not json`), 0o644)
 	if _, err := StatsFileCounters(name, 0)(); err == nil {
 		t.Error("a broken stats file gave no error")
+	}
+}
+
+// A node of a job of several reads its ranks' part of the job's orders:
+// the nodes together read what the job's ranks read, each rank once.
+func TestNodeOrdersAreTheJobsRanks(t *testing.T) {
+	w := DefaultWorkload()
+	w.Ranks, w.Nodes = 2, 3
+	job, err := Orders(w.Sampler, 100, 6, w.Epochs, w.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node := range 3 {
+		got, err := nodeOrders(w, node, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e := range job {
+			if !reflect.DeepEqual(got[e], job[e][node*2:node*2+2]) {
+				t.Errorf("node %d epoch %d: its ranks' orders differ from the job's ranks %d-%d", node, e, node*2, node*2+1)
+			}
+		}
+	}
+	if _, err := nodeOrders(w, 3, 100); err == nil {
+		t.Error("node 3 of 3 accepted")
 	}
 }

@@ -31,8 +31,9 @@ type Workload struct {
 	Epochs   int    `json:"epochs"`
 	Seed     int64  `json:"seed"`
 	Sampler  string `json:"sampler"` // a seed.Spec Sampler; "distributed" by default
-	Ranks    int    `json:"ranks"`
-	Workers  int    `json:"workers"` // per rank; 0: the rank reads itself
+	Ranks    int    `json:"ranks"`           // per node
+	Nodes    int    `json:"nodes,omitempty"` // 0 or 1: one node; with more, Exec.Node says which this run is
+	Workers  int    `json:"workers"`         // per rank; 0: the rank reads itself
 	Batch    int    `json:"batch"`
 	Prefetch int    `json:"prefetch"` // batches in flight per worker (PyTorch's prefetch_factor)
 	// Compute is the time one batch computes; ComputeRate (bytes per
@@ -64,6 +65,8 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("epochs %d: need at least 1", w.Epochs)
 	case w.Ranks < 1:
 		return fmt.Errorf("ranks %d: need at least 1", w.Ranks)
+	case w.Nodes < 0:
+		return fmt.Errorf("nodes %d is negative", w.Nodes)
 	case w.Workers < 0:
 		return fmt.Errorf("workers %d is negative", w.Workers)
 	case w.Batch < 1:
@@ -95,6 +98,9 @@ func (w *Workload) Describe() string {
 	if w.Startup > 0 {
 		d += fmt.Sprintf(", start-up %v", w.Startup)
 	}
+	if w.Nodes > 1 {
+		d = fmt.Sprintf("%d nodes x ", w.Nodes) + d
+	}
 	return d
 }
 
@@ -125,6 +131,9 @@ type Exec struct {
 	// WorkDir holds the list, order and latency files; a temporary
 	// directory when empty.
 	WorkDir string
+	// Node is which of Workload.Nodes this run is: its ranks are the
+	// job's Node*Ranks to (Node+1)*Ranks-1, the launchers' block rule.
+	Node int
 }
 
 // Progress is a running epoch's state.
@@ -159,7 +168,7 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 	if err := ds.WriteList(list, root); err != nil {
 		return nil, err
 	}
-	orders, err := Orders(w.Sampler, len(ds.Samples), w.Ranks, w.Epochs, w.Seed)
+	orders, err := nodeOrders(w, x.Node, len(ds.Samples))
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +293,23 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 		return res, fmt.Errorf("reader reported %d epochs of %d%s", len(res.Epochs), w.Epochs, indentTail(res.Stderr))
 	}
 	return res, nil
+}
+
+// nodeOrders is what node's ranks read: their part of the orders of the
+// job's Nodes*Ranks ranks.
+func nodeOrders(w Workload, node, n int) ([][][]int, error) {
+	nodes := max(w.Nodes, 1)
+	if node < 0 || node >= nodes {
+		return nil, fmt.Errorf("node %d of a job of %d node(s)", node, nodes)
+	}
+	orders, err := Orders(w.Sampler, n, w.Ranks*nodes, w.Epochs, w.Seed)
+	if err != nil {
+		return nil, err
+	}
+	for e := range orders {
+		orders[e] = orders[e][node*w.Ranks : (node+1)*w.Ranks]
+	}
+	return orders, nil
 }
 
 // parseEpoch reads "epoch E samples N bytes B wall_ns T stall_ns S
