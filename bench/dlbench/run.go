@@ -30,7 +30,7 @@ const (
 type Workload struct {
 	Epochs   int    `json:"epochs"`
 	Seed     int64  `json:"seed"`
-	Sampler  string `json:"sampler"` // a seed.Spec Sampler; "distributed" by default
+	Sampler  string `json:"sampler"`         // a seed.Spec Sampler; "distributed" by default
 	Ranks    int    `json:"ranks"`           // per node
 	Nodes    int    `json:"nodes,omitempty"` // 0 or 1: one node; with more, Exec.Node says which this run is
 	Workers  int    `json:"workers"`         // per rank; 0: the rank reads itself
