@@ -166,7 +166,8 @@ type report struct {
 	Workload  dlbench.Workload  `json:"workload"`
 	PFS       map[string]any    `json:"pfs"`
 	Scenarios []*scenarioResult `json:"scenarios"`
-	Policies  map[string]string `json:"policies"` // policy → "available" or why not
+	Policies  map[string]string `json:"policies"`        // policy → "available" or why not
+	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	PyTorch   *pytorchResult    `json:"pytorch,omitempty"`
 	Learning  []*learnSetup     `json:"learning,omitempty"`
 	Notes     []string          `json:"notes"`
@@ -187,6 +188,7 @@ func main() {
 	scale := flag.Float64("scale", 1, "scale dataset and tier sizes")
 	pytorch := flag.Bool("pytorch", true, "also run the PyTorch DataLoader comparison")
 	only := flag.String("only", "", "comma-separated scenarios to run (default all)")
+	flag.StringVar(&s4Configs, "s4-configs", "", "comma-separated configurations of S4 to run (default all)")
 	replot := flag.String("replot", "", "only redraw OUT/bench.png and reprint the tables from this bench.json")
 	flag.Parse()
 	if *replot != "" {
@@ -262,6 +264,14 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 		rep.Scenarios = append(rep.Scenarios, sr)
 		printScenario(os.Stdout, sr)
 	}
+	if only == "" || strings.Contains(","+only+",", ",S4,") {
+		nr, err := e.runNodes(rep.Policies, prog)
+		if err != nil {
+			return fmt.Errorf("S4: %w", err)
+		}
+		rep.Nodes = nr
+		printNodes(os.Stdout, nr)
+	}
 	if pytorch {
 		pr, err := e.runPyTorch(rep.Policies)
 		if err != nil {
@@ -301,6 +311,7 @@ func writeTables(name string, rep *report) error {
 	for _, sr := range rep.Scenarios {
 		printScenario(&b, sr)
 	}
+	printNodes(&b, rep.Nodes)
 	if rep.PyTorch != nil {
 		printPyTorch(&b, rep.PyTorch)
 	}
@@ -370,6 +381,7 @@ func redraw(from, out string) error {
 	for _, sr := range rep.Scenarios {
 		printScenario(os.Stdout, sr)
 	}
+	printNodes(os.Stdout, rep.Nodes)
 	if rep.PyTorch != nil {
 		printPyTorch(os.Stdout, rep.PyTorch)
 	}
