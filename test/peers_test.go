@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,22 +68,31 @@ func freePort(t *testing.T) int {
 // DistributedSampler over root (learn_job.py, 3 epochs), with a tier of
 // capacity bytes each and the extra variables env.
 func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64, env ...string) *peerJob {
-	return startJobOfNodes(t, c, root, nodes, capacity, true, env...)
+	return startJobOfNodes(t, c, root, nodes, capacity, jobOpts{env: env})
 }
 
-// startJobOfNodes is startPeerJob, or with peers false the same nodes
-// each working alone.
-func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int64, peers bool, env ...string) *peerJob {
+// jobOpts says how the nodes of a job meet.
+type jobOpts struct {
+	alone      bool     // no peers: each node works alone
+	rendezvous bool     // meet in a rendezvous directory, each on 127.0.0.1+i, any port, secret made there
+	env        []string // for every node
+	// addrs, when set, are the peers list (instead of free ports on
+	// 127.0.0.1+i); listen[i], when set, is node i's listen address.
+	addrs, listen []string
+}
+
+// startJobOfNodes is startPeerJob with the nodes meeting as o says.
+func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int64, o jobOpts) *peerJob {
 	t.Helper()
-	var addrs []string
-	for i := range nodes {
+	addrs := o.addrs
+	for i := len(addrs); i < nodes; i++ {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:%d", i+1, freePort(t)))
 	}
 	secret := randHex(16)
 	jobID := "peers-" + randHex(6)
 	j := &peerJob{}
 	for i := range nodes {
-		dir := filepath.Join(c.Dir, fmt.Sprintf("%snode%d", map[bool]string{false: "alone-"}[peers], i))
+		dir := filepath.Join(c.Dir, fmt.Sprintf("%snode%d", map[bool]string{true: "alone-"}[o.alone], i))
 		n := &peerNode{out: dir + "/out", stat: dir + "/stat.json", tier: dir + "/ram"}
 		must(t, os.MkdirAll(n.tier, 0o755))
 		var run []string
@@ -95,11 +106,19 @@ func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int
 		n.cmd.Env = append(n.cmd.Env, "AUGUR_DATASET="+root, "AUGUR_POLICY=clairvoyant", "AUGUR_JOB="+jobID,
 			fmt.Sprintf("AUGUR_TIERS=%s:%d", n.tier, capacity),
 			fmt.Sprintf("RANK=%d", i), fmt.Sprintf("WORLD_SIZE=%d", nodes), "AUGUR_LOG=warn:"+dir+"/log")
-		if peers {
+		switch {
+		case o.alone:
+		case o.rendezvous:
+			n.cmd.Env = append(n.cmd.Env, fmt.Sprintf("AUGUR_NODES=%d", nodes), fmt.Sprintf("AUGUR_NODE_RANK=%d", i),
+				"AUGUR_RENDEZVOUS="+filepath.Join(c.Dir, "rendezvous"), fmt.Sprintf("AUGUR_PEER_LISTEN=127.0.0.%d:0", i+1))
+		default:
 			n.cmd.Env = append(n.cmd.Env, fmt.Sprintf("AUGUR_NODES=%d", nodes), fmt.Sprintf("AUGUR_NODE_RANK=%d", i),
 				"AUGUR_PEERS="+strings.Join(addrs, ","), "AUGUR_PEER_SECRET="+secret)
+			if i < len(o.listen) && o.listen[i] != "" {
+				n.cmd.Env = append(n.cmd.Env, "AUGUR_PEER_LISTEN="+o.listen[i])
+			}
 		}
-		n.cmd.Env = append(n.cmd.Env, env...)
+		n.cmd.Env = append(n.cmd.Env, o.env...)
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		must(t, n.cmd.Start())
 		pid := n.cmd.Process.Pid
@@ -239,7 +258,7 @@ func TestPeersReadTheSharedFilesystemOnce(t *testing.T) {
 	// Control: the same nodes, each alone, read most files from the
 	// shared filesystem in more than one epoch.
 	before = pfs.Stats()
-	alone := startJobOfNodes(t, c, root, 3, classes*per*size*4/10, false)
+	alone := startJobOfNodes(t, c, root, 3, classes*per*size*4/10, jobOpts{alone: true})
 	for i := range alone.nodes {
 		if err := alone.wait(t, i); err != nil {
 			t.Fatalf("node %d alone: %v", i, err)
@@ -262,7 +281,9 @@ func lines(path string) int {
 // A node that dies (SIGKILL of its augur run and reader) or stops
 // answering (SIGSTOP) in the middle of the second epoch: the other nodes
 // finish with every sample right, what the dead node held coming from
-// the shared filesystem, and say that it failed them.
+// the shared filesystem, and say that it failed them. These nodes meet
+// through a rendezvous directory: addresses on any port, the secret
+// made there by the first leader.
 func TestPeersSurviveANodeThatDies(t *testing.T) {
 	needPython(t, "torch", "torchvision")
 	for _, tc := range []struct {
@@ -275,7 +296,8 @@ func TestPeersSurviveANodeThatDies(t *testing.T) {
 			const classes, per, size = 10, 120, 4000
 			want := imageFolder(t, c, classes, per)
 			_, root := mountDirectPFS(t, c)
-			j := startPeerJob(t, c, root, 3, classes*per*size*4/10, "AUGUR_PEER_PFS_WEIGHT=1e6")
+			j := startJobOfNodes(t, c, root, 3, classes*per*size*4/10,
+				jobOpts{rendezvous: true, env: []string{"AUGUR_PEER_PFS_WEIGHT=1e6"}})
 			victim := j.nodes[2]
 			deadline := time.Now().Add(time.Minute)
 			for lines(victim.out) < classes*per/3*3/2 { // half the second epoch
@@ -406,5 +428,124 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 	}
 	if st.PeerFilesOut != 1 {
 		t.Errorf("%d files served; want 1", st.PeerFilesOut)
+	}
+}
+
+// A peer that answers slowly loses to the shared filesystem: three
+// nodes, node 1 reached by the others only through a proxy that holds
+// every chunk of its answers for 150 ms (tc's netem delay, which this
+// kernel lacks, in user space). The model measures node 1 and sends
+// what node 1 holds to the shared filesystem instead; node 2, as near as
+// ever, keeps serving. Every sample is right.
+func TestPeersSlowPeerLosesToTheSharedFilesystem(t *testing.T) {
+	needPython(t, "torch", "torchvision")
+	c := NewCase(t)
+	const classes, per, size = 10, 120, 4000
+	want := imageFolder(t, c, classes, per)
+	_, root := mountDirectPFS(t, c)
+	ln, err := net.Listen("tcp", "127.0.0.101:0")
+	must(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	delayProxy(t, ln, fmt.Sprintf("127.0.0.2:%d", port), 150*time.Millisecond)
+	j := startJobOfNodes(t, c, root, 3, classes*per*size*4/10, jobOpts{
+		addrs:  []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), ln.Addr().String()},
+		listen: []string{"", fmt.Sprintf("127.0.0.2:%d", port)}})
+	ok := digestSet(want)
+	for i := range j.nodes {
+		if err := j.wait(t, i); err != nil {
+			b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "err"))
+			t.Fatalf("node %d: %v: %s", i, err, tail(string(b), 2000))
+		}
+		if n := j.samples(t, i, ok); n != 3*classes*per/3 {
+			t.Errorf("node %d read %d samples; want %d", i, n, 3*classes*per/3)
+		}
+	}
+	for _, i := range []int{0, 2} {
+		st := j.stats(t, i)
+		if st.Peers == nil || len(st.Peers.Peers) != 2 {
+			t.Fatalf("node %d: no peers in augur stat: %+v", i, st.Peers)
+		}
+		var slow, fast linkCount
+		for _, l := range st.Peers.Peers {
+			if l.Node == 1 {
+				slow = linkCount{l.FilesIn, l.Errors}
+			} else {
+				fast = linkCount{l.FilesIn, l.Errors}
+			}
+		}
+		t.Logf("node %d: from the slow node 1 %d files, from the other node %d; model %+v", i, slow.files, fast.files, st.Peers.Model)
+		if fast.files < 50 || slow.files*4 > fast.files {
+			t.Errorf("node %d took %d files from the slow node 1 and %d from the other: want the slow one to lose (a quarter at most) and the other to serve at least 50",
+				i, slow.files, fast.files)
+		}
+	}
+}
+
+// linkCount is what the slow-peer test compares of two links.
+type linkCount struct{ files, errors int64 }
+
+// delayProxy forwards every connection ln accepts to upstream, and holds
+// each chunk of the answer for delay before passing it on: a link with
+// that latency, not less bandwidth. It stops with the test.
+func delayProxy(t *testing.T, ln net.Listener, upstream string, delay time.Duration) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return // closed by the test's end
+			}
+			up, err := net.DialTimeout("tcp", upstream, 5*time.Second)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, down, up)
+			mu.Unlock()
+			go func() { io.Copy(up, down); up.Close() }()
+			go delayCopy(down, up, delay)
+		}
+	}()
+}
+
+// delayCopy copies from src to dst, each chunk leaving delay after it
+// arrived.
+func delayCopy(dst io.WriteCloser, src io.Reader, delay time.Duration) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	ch := make(chan chunk, 256)
+	go func() {
+		defer close(ch)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				ch <- chunk{b[:n], time.Now()}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer dst.Close()
+	for c := range ch {
+		time.Sleep(time.Until(c.at.Add(delay)))
+		if _, err := dst.Write(c.b); err != nil {
+			for range ch { // let the reader end
+			}
+			return
+		}
 	}
 }
