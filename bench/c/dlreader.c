@@ -40,6 +40,12 @@
  * runs. With -b the reader waits for a line on stdin after each epoch line
  * but the last,
  * so the caller can read counters between epochs.
+ *
+ * With -G FILE:N this reader is one node of a job of N ranks in all, and
+ * its ranks meet the other nodes' after every step, at a barrier in FILE
+ * (a file every node's reader maps; the caller removes it before the
+ * job): DDP's all-reduce keeps every rank of a job in step, not only a
+ * node's. DistributedSampler gives every rank as many steps.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,8 +56,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +75,8 @@ struct sample {
 /* Options and inputs, set before the first fork and read-only after. */
 static int ranks = 1, workers = 0, batch = 32, prefetch = 2, noio, sync_steps = 1;
 static int barrier_stdin, progress;
+static const char *job_barrier; /* -G FILE:N */
+static int job_ranks;
 static long long compute_ns;
 static long long startup_ns; /* -s: before the first epoch */
 static double compute_bps;
@@ -420,6 +430,48 @@ static void worker(int e, int r, int task, int result, long latbase)
 	_exit(0);
 }
 
+/* jobbar is the job's step barrier, shared by every node's reader
+ * through a file: a generation counter that the last rank to arrive
+ * advances, the others waiting on it with futex(2). */
+struct jobbar {
+	int n, count, gen;
+};
+static struct jobbar *jb;
+
+static void open_job_barrier(void)
+{
+	int fd = open(job_barrier, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, sizeof(*jb)) != 0)
+		die(job_barrier);
+	jb = mmap(NULL, sizeof(*jb), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (jb == MAP_FAILED)
+		die(job_barrier);
+	close(fd);
+	__atomic_store_n(&jb->n, job_ranks, __ATOMIC_RELEASE); /* every node writes the same */
+}
+
+/* job_step waits until every rank of the job has finished the step, at
+ * most a minute: a node that died must not hang the others. */
+static void job_step(void)
+{
+	int gen = __atomic_load_n(&jb->gen, __ATOMIC_ACQUIRE);
+	if (__atomic_add_fetch(&jb->count, 1, __ATOMIC_ACQ_REL) == job_ranks) {
+		__atomic_store_n(&jb->count, 0, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&jb->gen, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &jb->gen, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		return;
+	}
+	long long deadline = now_ns() + 60000000000LL;
+	while (__atomic_load_n(&jb->gen, __ATOMIC_ACQUIRE) == gen) {
+		if (now_ns() > deadline) {
+			fprintf(stderr, "dlreader: the job's other ranks did not finish their step in a minute\n");
+			exit(1);
+		}
+		struct timespec ts = {1, 0};
+		syscall(SYS_futex, &jb->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
+	}
+}
+
 static void rank(int e, int r, long latbase)
 {
 	struct rankstat *st = &sh->r[r];
@@ -484,9 +536,12 @@ static void rank(int e, int r, long latbase)
 		if (noio)
 			st->samples += in_batch;
 		__atomic_add_fetch(&sh->done, in_batch, __ATOMIC_RELAXED);
-		if (sync_steps && ranks > 1) {
+		if (sync_steps && (ranks > 1 || jb)) {
 			long long t1 = now_ns();
-			pthread_barrier_wait(&sh->step);
+			if (jb)
+				job_step();
+			else
+				pthread_barrier_wait(&sh->step);
 			st->sync_ns += now_ns() - t1;
 		}
 	}
@@ -611,14 +666,14 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]\n"
 			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-s STARTUP_US] [-n] [-S] [-b]\n"
-			"                [-p] [-L LATDIR] LIST ORDER\n");
+			"                [-p] [-L LATDIR] [-G BARRIERFILE:JOBRANKS] LIST ORDER\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "R:W:B:P:c:t:m:s:nSbpL:")) != -1) {
+	while ((opt = getopt(argc, argv, "R:W:B:P:c:t:m:s:nSbpL:G:")) != -1) {
 		switch (opt) {
 		case 'R': ranks = atoi(optarg); break;
 		case 'W': workers = atoi(optarg); break;
@@ -642,12 +697,23 @@ int main(int argc, char **argv)
 		case 'b': barrier_stdin = 1; break;
 		case 'p': progress = 1; break;
 		case 'L': latdir = optarg; break;
+		case 'G': {
+			char *colon = strrchr(optarg, ':');
+			if (!colon)
+				usage();
+			*colon = 0;
+			job_barrier = optarg;
+			job_ranks = atoi(colon + 1);
+			break;
+		}
 		default: usage();
 		}
 	}
 	if (optind != argc - 2 || ranks < 1 || workers < 0 || batch < 1 || prefetch < 1 ||
-	    compute_ns < 0 || compute_bps < 0 || startup_ns < 0)
+	    compute_ns < 0 || compute_bps < 0 || startup_ns < 0 || (job_barrier && job_ranks < ranks))
 		usage();
+	if (job_barrier)
+		open_job_barrier();
 	load_list(argv[optind]);
 	load_order(argv[optind + 1]);
 	buf = malloc(BUFSZ);

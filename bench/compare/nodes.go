@@ -25,9 +25,10 @@ import (
 // its leader's segment, running one rank of the job's DistributedSampler.
 // All read one emulated PFS with direct I/O, as separate nodes share no
 // page cache. The dataset is larger than one node's tier and smaller
-// than all of them together. Epochs are aligned: every node finishes an
-// epoch before any starts the next, so the PFS counters and the peers'
-// traffic are the epoch's own.
+// than all of them together. The ranks of all nodes keep in step, as
+// DDP's all-reduce keeps them, and epochs are aligned: every node
+// finishes an epoch before any starts the next, so the PFS counters and
+// the peers' traffic are the epoch's own.
 
 // nodeSpec is S4's set-up, before scaling.
 const (
@@ -248,6 +249,9 @@ func (s *s4) run(c nodeConfig, r *nodesRun) error {
 	n := s.w.Nodes
 	s.nodePIDs = make([]int, n)
 	s.statPrev = make([]shim.Stats, n)
+	if err := os.Remove(s.steps()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	for i := range n {
 		os.Remove(s.statFile(i))
 	}
@@ -312,7 +316,8 @@ func (s *s4) node(c nodeConfig, i int, b *epochBarrier) (*dlbench.Result, error)
 	// The shell stays, so that augur stat can enter its namespace
 	// between epochs, and takes the last augur stat after the readers.
 	script := `echo $$ >"$0" && mount -t tmpfs tmpfs /dev/shm || exit 1; "$@"; rc=$?`
-	x := dlbench.Exec{Reader: s.e.reader, Root: s.mnt, Node: i, WorkDir: filepath.Join(s.dir, fmt.Sprintf("work%d", i))}
+	x := dlbench.Exec{Reader: s.e.reader, Root: s.mnt, Node: i, WorkDir: filepath.Join(s.dir, fmt.Sprintf("work%d", i)),
+		StepBarrier: s.steps()}
 	if err := os.MkdirAll(x.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -380,6 +385,9 @@ func (s *s4) liveStat(i int) ([]byte, error) {
 
 // finalStat is the augur stat node i took after its readers ended.
 func (s *s4) finalStat(i int) ([]byte, error) { return os.ReadFile(s.statFile(i)) }
+
+// steps is the file of the nodes' step barrier (DDP's all-reduce).
+func (s *s4) steps() string { return filepath.Join(s.dir, "steps") }
 
 func (s *s4) statFile(i int) string { return filepath.Join(s.dir, fmt.Sprintf("node%d.stat.json", i)) }
 

@@ -134,6 +134,11 @@ type Exec struct {
 	// Node is which of Workload.Nodes this run is: its ranks are the
 	// job's Node*Ranks to (Node+1)*Ranks-1, the launchers' block rule.
 	Node int
+	// StepBarrier, with Workload.Nodes > 1, is a file every node's reader
+	// maps to keep all the job's ranks in step, as DDP does; the caller
+	// removes it before the job starts. Empty: each node keeps its own
+	// ranks in step only.
+	StepBarrier string
 }
 
 // Progress is a running epoch's state.
@@ -190,6 +195,8 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 	}
 	if w.NoSync {
 		argv = append(argv, "-S")
+	} else if w.Nodes > 1 && x.StepBarrier != "" {
+		argv = append(argv, "-G", fmt.Sprintf("%s:%d", x.StepBarrier, w.Ranks*w.Nodes))
 	}
 	if x.Progress != nil {
 		argv = append(argv, "-p")
