@@ -499,3 +499,51 @@ func TestNodeOrdersAreTheJobsRanks(t *testing.T) {
 		t.Error("node 3 of 3 accepted")
 	}
 }
+
+// Two nodes of one job, each a reader of its own, keep their ranks in
+// step through the job's barrier file: the node that computes nothing
+// waits for the one that computes 20 ms per batch at every step, so its
+// epoch lasts at least the other's compute after their first meeting (a
+// lower bound no machine beats), and each reads its own ranks' part of
+// the job's orders.
+func TestNodesKeepInStep(t *testing.T) {
+	ds, err := Generate(filepath.Join(t.TempDir(), "ds"), GenSpec{Layout: LayoutFlat, Count: 40, Size: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := filepath.Join(t.TempDir(), "steps")
+	w := Workload{Epochs: 1, Seed: 5, Sampler: "distributed", Ranks: 1, Nodes: 2, Workers: 0, Batch: 4, Prefetch: 1, ReadMode: ReadWhole}
+	slow := w
+	slow.Compute = 20 * time.Millisecond
+	works := []string{t.TempDir(), t.TempDir()}
+	res := make([]*Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for node, wl := range []Workload{w, slow} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[node], errs[node] = Run(context.Background(), "node", ds, wl, Exec{Reader: reader(t), Node: node,
+				WorkDir: works[node], StepBarrier: steps})
+		}()
+	}
+	wg.Wait()
+	for node := range 2 {
+		if errs[node] != nil {
+			t.Fatalf("node %d: %v", node, errs[node])
+		}
+	}
+	orders, _ := Orders("distributed", 40, 2, 1, 5)
+	for node := range 2 {
+		if got := readIdx(t, works[node], 1); !slices.Equal(got, orders[0][node]) {
+			t.Errorf("node %d read %v; want rank %d's %v", node, got, node, orders[0][node])
+		}
+	}
+	// 20 samples per node in batches of 4: 5 steps. After the first
+	// barrier, whenever each node started, the slow one computes 4 more
+	// times 20 ms before the last.
+	if fast := res[0].Epochs[0]; fast.Seconds < 0.08 || fast.Sync < 0.04 {
+		t.Errorf("the node that computes nothing took %.3fs, %.3fs of it waiting for the other; want at least 0.08s and 0.04s",
+			fast.Seconds, fast.Sync)
+	}
+}
