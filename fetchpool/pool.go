@@ -15,6 +15,12 @@
 // the file is then placed on the next tier, or dropped if none has room.
 // A file is queued at most once at a time.
 //
+// A copy someone waits for (FetchNow: a peer asked this node for a file
+// it should hold) does not wait behind the queue: it begins at once, on a
+// goroutine of its own, within the same accounts (capacity, the file
+// pending once, the guard, done), beside the tier's copy threads. Those
+// may all be waiting on other nodes, which may be waiting on this one.
+//
 // A copy's bytes come from the shared filesystem, or from a Source
 // when one is set and can fill it (another node's copy, package peers):
 // the copy is then published by the same protocol
@@ -24,6 +30,7 @@
 package fetchpool
 
 import (
+	"context"
 	"errors"
 	"os"
 	"sync"
@@ -77,6 +84,7 @@ type Result struct {
 	Bytes    int64 // bytes copied
 	Err      error
 	TierDown bool // Err took Tier out of service (full or failing) until RetryDown
+	Again    bool // TierDown, and the file was queued for a later tier: another Result follows
 	Peer     bool // the bytes published came from the Source, not the shared filesystem
 }
 
@@ -97,6 +105,7 @@ type Pool struct {
 	source  Source          // nil: every copy from the shared filesystem; set before the first Fetch
 
 	queue chan job
+	now   chan struct{} // one token per copy of FetchNow's running
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
@@ -125,6 +134,7 @@ type job struct {
 func New(tiers []*tiering.Tree, used []int64, done func(Result)) *Pool {
 	p := &Pool{done: done, pending: map[string]bool{}, stop: make(chan struct{}),
 		queue: make(chan job, queueLen)}
+	workers := 0
 	for i, t := range tiers {
 		s := slot{tier: t, used: used[i], writers: make(chan struct{})}
 		if t != nil {
@@ -136,7 +146,9 @@ func New(tiers []*tiering.Tree, used []int64, done func(Result)) *Pool {
 			p.wg.Add(1)
 			go p.worker()
 		}
+		workers += cap(s.writers)
 	}
+	p.now = make(chan struct{}, max(workers, 1))
 	return p
 }
 
@@ -150,6 +162,43 @@ func (p *Pool) Fetch(path string, size int64) bool {
 		return false
 	}
 	return p.placeLocked(job{path: path, size: size}, 0)
+}
+
+// FetchNow begins the copy of path (of size bytes) at once, in the
+// fastest tier with room, for a caller that waits for its Result: not
+// behind the queue, and beside the tiers' copy threads. At most as many
+// such copies run at once as the pool has copy threads; a free turn is
+// waited for within ctx. FetchNow reports whether a copy of path is under
+// way, begun now or before (perhaps queued): a Result for path is then to
+// come, unless the pool is closed first. The caller must not ask for a
+// copy the Source may fill from a node that waits on this one.
+func (p *Pool) FetchNow(ctx context.Context, path string, size int64) bool {
+	p.mu.Lock()
+	pending, closed := p.pending[path], p.closed
+	p.mu.Unlock()
+	if pending || closed {
+		return pending
+	}
+	select {
+	case p.now <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j := job{path: path, size: size, tier: p.tierLocked(size, 0)}
+	if p.closed || p.pending[path] || j.tier < 0 { // it may have changed while this waited
+		<-p.now
+		return p.pending[path]
+	}
+	p.reserveLocked(j)
+	p.wg.Add(1) // under mu, the pool not closed: before Close waits
+	go func() {
+		defer p.wg.Done()
+		p.copy(j)
+		<-p.now
+	}()
+	return true
 }
 
 // FetchTo queues path for one tier, if it has room: the clairvoyant
@@ -187,23 +236,38 @@ func (p *Pool) Release(tier int, bytes int64) {
 //
 // Preconditions: p.mu is held.
 func (p *Pool) placeLocked(j job, from int) bool {
+	if j.tier = p.tierLocked(j.size, from); j.tier < 0 {
+		return false
+	}
+	select {
+	case p.queue <- j:
+		p.reserveLocked(j)
+		return true
+	default:
+		return false
+	}
+}
+
+// tierLocked is the first usable tier for size bytes at or after from,
+// or -1.
+//
+// Preconditions: p.mu is held.
+func (p *Pool) tierLocked(size int64, from int) int {
 	for i := from; i < len(p.slots); i++ {
-		s := &p.slots[i]
-		if !s.usableLocked(j.size) {
-			continue
-		}
-		j.tier = i
-		select {
-		case p.queue <- j:
-			s.reserved += j.size
-			p.pending[j.path] = true
-			p.changedLocked()
-			return true
-		default:
-			return false
+		if p.slots[i].usableLocked(size) {
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// reserveLocked accounts for j, queued or begun, until its copy ends.
+//
+// Preconditions: p.mu is held.
+func (p *Pool) reserveLocked(j job) {
+	p.slots[j.tier].reserved += j.size
+	p.pending[j.path] = true
+	p.changedLocked()
 }
 
 // Guard has every copy asked of g first and checked with it after; call
@@ -262,6 +326,7 @@ func (p *Pool) copy(j job) {
 	var te *tiering.TierError
 	full := errors.Is(err, unix.ENOSPC)
 	down := full || errors.As(err, &te) && tier.Usable() != nil
+	again := false
 	p.mu.Lock()
 	s := &p.slots[i]
 	s.reserved -= j.size
@@ -271,15 +336,13 @@ func (p *Pool) copy(j job) {
 		s.used += n
 	case down:
 		s.full, s.failed, s.down = full, !full, time.Now()
-		if !p.closed {
-			p.placeLocked(j, i+1)
-		}
+		again = !p.closed && p.placeLocked(j, i+1)
 	}
 	// Any other error is the file's: the caller may try again later.
 	p.changedLocked()
 	p.mu.Unlock()
 	if p.done != nil {
-		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down, Peer: peer})
+		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down, Again: again, Peer: peer})
 	}
 }
 

@@ -1,0 +1,110 @@
+package fetchpool
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/tiering"
+	"golang.org/x/sys/unix"
+)
+
+// A copy someone waits for begins at once, though the tier's only copy
+// thread waits on a peer (a Source that does not answer): the peer may be
+// waiting on this node. It is not made twice: asked again while it runs,
+// or for a file already queued, FetchNow only says a copy is under way.
+// Without room, or once the pool is closed, there is none.
+func TestFetchNowDoesNotWaitBehindTheQueue(t *testing.T) {
+	files, dir := world(t, 3, 1000)
+	tr := tier(t, filepath.Join(dir, "ram"), 2500)
+	tr.Threads = 1
+	stuck, release := make(chan struct{}), make(chan struct{})
+	src := &fakeSource{fill: func(path string, _ *unix.Stat_t, _ *os.File) (int64, bool) {
+		if path == files[0] {
+			close(stuck)
+			<-release // a peer that does not answer yet
+		}
+		return 0, false
+	}}
+	results := make(chan Result, 4)
+	p := New([]*tiering.Tree{tr}, []int64{0}, func(r Result) { results <- r })
+	p.Source(src)
+	defer p.Close()
+	defer close(release) // before Close, which waits for the stuck copy
+	ctx := context.Background()
+	if !p.Fetch(files[0], 1000) {
+		t.Fatal("Fetch refused")
+	}
+	<-stuck
+	if !p.FetchNow(ctx, files[0], 1000) {
+		t.Error("FetchNow of a file being copied says no copy is under way")
+	}
+	if !p.FetchNow(ctx, files[1], 1000) {
+		t.Fatal("FetchNow refused")
+	}
+	select {
+	case r := <-results:
+		if r.Path != files[1] || r.Err != nil {
+			t.Fatalf("result %+v, want %s copied", r, files[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the copy waited for the queue's stuck copy thread")
+	}
+	cp, _ := tiering.CopyPath(tr.Path, files[1])
+	if got, _ := os.ReadFile(cp); len(got) != 1000 || got[999] != 1 {
+		t.Errorf("the copy holds %d bytes, not the source's", len(got))
+	}
+	if p.FetchNow(ctx, files[2], 1000) { // 1000 used, 1000 reserved of 2500
+		t.Error("FetchNow began a copy the tier has no room for")
+	}
+	if st := p.Tiers()[0]; st.Used != 1000 || st.Reserved != 1000 || p.Pending() != 1 {
+		t.Errorf("accounts %+v, %d pending; want 1000 used, 1000 reserved, 1 pending", st, p.Pending())
+	}
+}
+
+// Copies that wait for a turn wait within their context.
+func TestFetchNowWaitsForATurnWithinItsContext(t *testing.T) {
+	files, dir := world(t, 2, 100)
+	tr := tier(t, filepath.Join(dir, "ram"), 1<<20)
+	tr.Threads = 1 // one turn
+	release := make(chan struct{})
+	p := New([]*tiering.Tree{tr}, []int64{0}, func(r Result) {
+		if r.Path == files[0] {
+			<-release // the first copy keeps its turn
+		}
+	})
+	defer p.Close()
+	defer close(release)
+	if !p.FetchNow(context.Background(), files[0], 100) {
+		t.Fatal("FetchNow refused")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if p.FetchNow(ctx, files[1], 100) {
+		t.Error("a copy began beyond the turns")
+	}
+}
+
+// A copy whose tier failed and that was queued for the next tier says so:
+// whoever waits for the file waits for the next Result.
+func TestResultSaysWhenQueuedAgain(t *testing.T) {
+	files, dir := world(t, 1, 100)
+	bad := tier(t, filepath.Join(dir, "bad"), 1<<20)
+	os.RemoveAll(bad.Path)
+	good := tier(t, filepath.Join(dir, "good"), 1<<20)
+	results := make(chan Result, 2)
+	p := New([]*tiering.Tree{bad, good}, []int64{0, 0}, func(r Result) { results <- r })
+	defer p.Close()
+	if !p.FetchNow(context.Background(), files[0], 100) {
+		t.Fatal("FetchNow refused")
+	}
+	first, second := <-results, <-results
+	if first.Err == nil || !first.TierDown || !first.Again || first.Tier != 0 {
+		t.Errorf("first result %+v: want the failed tier's, queued again", first)
+	}
+	if second.Err != nil || second.Again || second.Tier != 1 {
+		t.Errorf("second result %+v: want the copy in the next tier", second)
+	}
+}
