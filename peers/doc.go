@@ -24,8 +24,10 @@
 //     expected to deliver a file first, from measured throughput and the
 //     bytes already in flight at each.
 //   - Owner names the node that reads a file from the shared filesystem
-//     under the reactive policy; the clairvoyant policy knows instead,
-//     from every node's placement, which node holds a file and from when.
+//     under the reactive policy (asked for a file it has no copy of, its
+//     server has it copied on demand: ServerConfig.Miss); the clairvoyant
+//     policy knows instead, from every node's placement, which node holds
+//     a file and from when.
 //
 // A fetch, as the leader's copy queue is to do it:
 //

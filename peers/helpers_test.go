@@ -31,13 +31,22 @@ type testCase struct {
 // (a 127.0.0.0/8 address) for a job of nodes nodes.
 func newTestCase(t *testing.T, host string, nodes int) *testCase {
 	t.Helper()
+	return newTestCaseWith(t, host, nodes, func(*testCase, *ServerConfig) {})
+}
+
+// newTestCaseWith is newTestCase with the server's configuration changed
+// by set.
+func newTestCaseWith(t *testing.T, host string, nodes int, set func(*testCase, *ServerConfig)) *testCase {
+	t.Helper()
 	tc := &testCase{t: t, dir: t.TempDir()}
 	tc.root = tc.dir + "/pfs/ds"
 	tc.tiers = []string{tc.dir + "/t0", tc.dir + "/t1"}
 	if err := os.MkdirAll(tc.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerConfig{Roots: []string{tc.root}, Tiers: tc.tiers, Secret: testSecret, Nodes: nodes})
+	cfg := ServerConfig{Roots: []string{tc.root}, Tiers: tc.tiers, Secret: testSecret, Nodes: nodes}
+	set(tc, &cfg)
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

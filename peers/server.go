@@ -2,6 +2,7 @@ package peers
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,21 @@ type ServerConfig struct {
 	Secret string   // the job's secret
 	Nodes  int      // nodes in the job (requests name the asking node)
 	Log    zerolog.Logger
+	// Miss, if set, is asked to make this node's copy of a file a request
+	// finds none of at all (a stale or untrusted copy is refused as it
+	// is): the reactive policy's owner of the file copies it from the
+	// shared filesystem on demand (HVAC). It reports whether a copy is
+	// published now; the request is then served from it. Its ctx ends
+	// with the request, or after MissWait.
+	Miss func(ctx context.Context, source string, size, mtime int64) bool
+	// MissWait bounds Miss (default 5 s). It must be shorter than the
+	// askers' wait for an answer (ClientConfig.Timeout, 10 s by default):
+	// an asker told "missing" reads the file itself, one that gives up
+	// waiting marks this node down.
+	MissWait time.Duration
 }
+
+const defaultMissWait = 5 * time.Second
 
 // Server serves this node's tier copies to the job's other nodes. It
 // reads the tiers only, with the same trust rules as the data plane: a
@@ -45,11 +60,14 @@ type ServerConfig struct {
 // are this user's, written by no one else, and no symlink; and only if
 // it has the size and mtime the asker expects of the source (a copy
 // keeps its source's mtime), so a stale copy never leaves the node. The
-// body goes from the tier file to the socket by sendfile(2).
+// body goes from the tier file to the socket by sendfile(2). A copy it
+// lacks it may first have made (ServerConfig.Miss); that copy is found
+// and checked as any.
 type Server struct {
 	cfg     ServerConfig
 	key     []byte
-	out     []flow // per asking node
+	out     []flow       // per asking node
+	fetched atomic.Int64 // requests served from a copy Miss made for them
 	refused [nReasons]atomic.Int64
 	said    [nReasons]atomic.Bool // each notable reason is logged once
 	srv     *http.Server
@@ -94,6 +112,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, key: []byte(cfg.Secret), out: make([]flow, cfg.Nodes)}
+	if s.cfg.MissWait <= 0 {
+		s.cfg.MissWait = defaultMissWait
+	}
 	s.cfg.Roots = make([]string, len(cfg.Roots))
 	for i, r := range cfg.Roots {
 		s.cfg.Roots[i] = filepath.Clean(r)
@@ -147,6 +168,7 @@ type asked struct {
 	source      string
 	size, mtime int64
 	from        int
+	made        bool // the copy was made for it (ServerConfig.Miss)
 }
 
 // ServeHTTP implements http.Handler. The proof of the secret is checked
@@ -167,6 +189,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, why := s.find(a)
+	if f == nil && why == refusedMissing && s.cfg.Miss != nil {
+		f, why = s.fetch(r, &a)
+	}
 	if f == nil {
 		s.refuse(w, r, why, statusOf[why], "no copy of "+a.source+" with that size and mtime")
 		return
@@ -279,6 +304,19 @@ func (s *Server) find(a asked) (*os.File, reason) {
 	return nil, why
 }
 
+// fetch has this node make the copy a request found none of
+// (ServerConfig.Miss), within the request's life and MissWait, and opens
+// it as find does.
+func (s *Server) fetch(r *http.Request, a *asked) (*os.File, reason) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.MissWait)
+	defer cancel()
+	if !s.cfg.Miss(ctx, a.source, a.size, a.mtime) {
+		return nil, refusedMissing
+	}
+	a.made = true
+	return s.find(*a)
+}
+
 // classify names the reason an openCopy error gives the asker.
 func classify(err error) reason {
 	var unsafe *tiering.UnsafeError
@@ -367,6 +405,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, f *os.File, a aske
 	default:
 		s.out[a.from].files.Add(1)
 		s.out[a.from].bytes.Add(cw.n)
+		if a.made {
+			s.fetched.Add(1)
+		}
 	}
 }
 
@@ -430,16 +471,18 @@ type flow struct {
 }
 
 // ServerStats is what a Server did: per asking node, the files and bytes
-// served; per reason, the requests not served.
+// served; of those, the files served from a copy made for the request;
+// per reason, the requests not served.
 type ServerStats struct {
 	Files     []int64          `json:"peer_files_out"`
 	Bytes     []int64          `json:"peer_bytes_out"`
+	Fetched   int64            `json:"fetched_for_peers"`
 	NotServed map[string]int64 `json:"peer_not_served"`
 }
 
 // Stats reads the counters.
 func (s *Server) Stats() ServerStats {
-	st := ServerStats{NotServed: map[string]int64{}}
+	st := ServerStats{Fetched: s.fetched.Load(), NotServed: map[string]int64{}}
 	for i := range s.out {
 		st.Files = append(st.Files, s.out[i].files.Load())
 		st.Bytes = append(st.Bytes, s.out[i].bytes.Load())

@@ -1,13 +1,18 @@
 package peers
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/augur-hpc/augur/tiering"
 )
 
 func TestServeCopies(t *testing.T) {
@@ -233,5 +238,146 @@ func TestServeCountsAbortedBodies(t *testing.T) {
 	}
 	if st := tc.srv.Stats(); st.NotServed["aborted"] != 1 || st.Files[0] != 0 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// missHook records the requests a server's Miss hook is asked for, and
+// answers by do.
+type missHook struct {
+	mu    sync.Mutex
+	asked []string // "source size mtime"; guarded by mu
+	do    func(ctx context.Context, source string) bool
+}
+
+func (h *missHook) miss(ctx context.Context, source string, size, mtime int64) bool {
+	h.mu.Lock()
+	h.asked = append(h.asked, fmt.Sprint(source, " ", size, " ", mtime))
+	h.mu.Unlock()
+	return h.do(ctx, source)
+}
+
+func (h *missHook) calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.asked)
+}
+
+// missCase is a test case whose server has h's hook and waits for it
+// at most wait.
+func missCase(t *testing.T, h *missHook, wait time.Duration) *testCase {
+	return newTestCaseWith(t, "127.0.0.1", 2, func(_ *testCase, cfg *ServerConfig) {
+		cfg.Miss, cfg.MissWait = h.miss, wait
+	})
+}
+
+// publishIn publishes source's copy in tier, as the hook of a node that
+// copies on demand does (no t.Fatal: it runs on the server's goroutine).
+func publishIn(tier, source string) bool {
+	tr, err := tiering.Open(tiering.Tier{Path: tier, Capacity: 1 << 30, Threads: 1})
+	if err != nil {
+		return false
+	}
+	defer tr.Close()
+	_, err = tr.Publish(source)
+	return err == nil
+}
+
+// A file the server has no copy of is copied on demand by the Miss hook
+// and served from that copy, and counted as fetched for a peer, not as
+// refused.
+func TestServeWhatTheMissHookCopies(t *testing.T) {
+	h := &missHook{}
+	tc := missCase(t, h, 0)
+	h.do = func(ctx context.Context, source string) bool {
+		if _, ok := ctx.Deadline(); !ok {
+			return false // unbounded: the asker would give up first
+		}
+		return publishIn(tc.tiers[1], source)
+	}
+	a, content := tc.source("cls/a.bin", 200<<10)
+	size, mtime := ident(t, a)
+	status, body := tc.get("GET", query(a, size, mtime, 1), testSecret, "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	equalBytes(t, "a", body, content)
+	if got, want := h.calls(), []string{fmt.Sprint(a, " ", size, " ", mtime)}; !slices.Equal(got, want) {
+		t.Errorf("hook asked %q; want %q", got, want)
+	}
+	ok := func(st ServerStats) bool { return st.Fetched == 1 && st.Files[1] == 1 }
+	if st := serverStats(tc.srv, ok); !ok(st) || len(st.NotServed) != 0 {
+		t.Errorf("stats %+v; want 1 file fetched for node 1, none refused", st)
+	}
+	// Asked again, the copy is there: served without the hook.
+	if status, _ := tc.get("GET", query(a, size, mtime, 1), testSecret, ""); status != http.StatusOK || len(h.calls()) != 1 {
+		t.Errorf("second request: status %d, hook called %d times; want 200, once", status, len(h.calls()))
+	}
+	if st := serverStats(tc.srv, func(st ServerStats) bool { return st.Files[1] == 2 }); st.Fetched != 1 {
+		t.Errorf("%d fetched for peers; want 1", st.Fetched)
+	}
+}
+
+// A hook that makes no copy, says it made one that is not there, or
+// takes longer than MissWait leaves the request refused as missing, in
+// time for the asker to read the file itself.
+func TestServeMissHookFailures(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		do   func(ctx context.Context, source string) bool
+	}{
+		{"fails", func(context.Context, string) bool { return false }},
+		{"lies", func(context.Context, string) bool { return true }},
+		{"hangs", func(ctx context.Context, _ string) bool { <-ctx.Done(); return false }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tc := missCase(t, &missHook{do: c.do}, 200*time.Millisecond)
+			a, _ := tc.source("a", 4096)
+			size, mtime := ident(t, a)
+			start := time.Now()
+			status, body := tc.get("GET", query(a, size, mtime, 0), testSecret, "")
+			if status != http.StatusNotFound {
+				t.Errorf("status %d (%s); want 404", status, body)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("answered after %v; MissWait is 200ms", d)
+			}
+			if st := tc.srv.Stats(); st.NotServed["missing"] != 1 || st.Fetched != 0 || st.Files[0] != 0 {
+				t.Errorf("stats %+v; want one missing, nothing served", st)
+			}
+		})
+	}
+}
+
+// The hook is asked only for a well-formed request that proves the
+// secret, of a file below the root of which no copy at all is here: not
+// for a stale copy, nor one the server would not serve.
+func TestServeMissHookOnlyForMissingCopies(t *testing.T) {
+	h := &missHook{do: func(context.Context, string) bool { return false }}
+	tc := missCase(t, h, 0)
+	a, _ := tc.source("a", 4096)
+	link, _ := tc.source("link", 13)
+	tc.publish(0, a)
+	tc.publish(0, link)
+	c := tc.copyOf(0, link)
+	os.Remove(c)
+	os.Symlink(a, c) // untrusted
+	size, mtime := ident(t, a)
+	lsize, lmtime := ident(t, link)
+	for _, r := range []struct{ name, target, secret string }{
+		{"wrong secret", query(tc.root+"/b", size, mtime, 0), "another-secret-0123456"},
+		{"no proof", query(tc.root+"/b", size, mtime, 0), ""},
+		{"malformed", copyEndpoint + "?path=" + tc.root + "/b", testSecret},
+		{"outside", query("/etc/passwd", size, mtime, 0), testSecret},
+		{"dot dot", query(tc.root+"/../b", size, mtime, 0), testSecret},
+		{"stale", query(a, size, mtime+1, 0), testSecret},
+		{"untrusted", query(link, lsize, lmtime, 0), testSecret},
+		{"held", query(a, size, mtime, 0), testSecret},
+	} {
+		if status, _ := tc.get("GET", r.target, r.secret, ""); status == http.StatusOK && r.name != "held" {
+			t.Errorf("%s: served", r.name)
+		}
+		if n := len(h.calls()); n != 0 {
+			t.Fatalf("%s: hook asked %q", r.name, h.calls())
+		}
 	}
 }
