@@ -86,8 +86,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	switch cfg.Policy {
 	case "reactive":
-		l.react = newReactive(l)
-		l.peers.setHolder(l.owner)
+		l.startReactive()
 	case "clairvoyant":
 		l.plans = l.planInBackground()
 	}
@@ -138,13 +137,12 @@ func (l *Leader) adopt(p planned) {
 	if p.err != nil {
 		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
 		setU64(&l.seg.s.leader.fell_back, 1)
-		l.react = newReactive(l)
-		l.peers.setHolder(l.owner)
+		l.startReactive()
 	} else {
 		tiers, _, used := l.poolTiers()
 		p.c.start(l.newPool(tiers, used, p.c.done))
 		l.clair = p.c
-		l.peers.setHolder(p.c.holderOf)
+		l.peers.setHolder(p.c.holderOf, nil) // its holders read the files they hold anyway
 	}
 	for _, ev := range l.early { // the policy starts where the readers are
 		l.handle(ev)
@@ -400,6 +398,14 @@ func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpoo
 		p.Source(l.peers)
 	}
 	return p
+}
+
+// startReactive starts the reactive policy. In a job of several nodes,
+// the owner of a file (owner) holds it: the others ask it for a copy, and
+// it makes one on demand.
+func (l *Leader) startReactive() {
+	l.react = newReactive(l)
+	l.peers.setHolder(l.owner, l.react.fetchOwned)
 }
 
 // owner is the reactive policy's holder of a file: a hash of its path

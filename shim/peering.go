@@ -31,11 +31,17 @@ type peering struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	holder atomic.Pointer[holderFunc] // the policy's; nil until it has one
+	demand atomic.Pointer[demandFunc] // the policy's; nil: it makes no copy on demand
 }
 
 // holderFunc names the node that should hold path's copy (-1: none
 // known) and, if not nil, says whether that node should hold it by now.
 type holderFunc func(path string) (node int, ready func() bool)
+
+// demandFunc makes this node's copy of a file another node asked for and
+// found none of here, if this node should hold it, and reports within ctx
+// whether the copy is published (peers.ServerConfig.Miss).
+type demandFunc func(ctx context.Context, path string, size, mtime int64) bool
 
 // Peering's timing. readyWait bounds how long a copy waits for the node
 // that reads a file first to have read it (it reads in step with this
@@ -88,7 +94,7 @@ func joinPeers(l *Leader) (*peering, error) {
 		}
 	}
 	p.srv, err = peers.NewServer(peers.ServerConfig{Roots: l.cfg.RootForms(), Tiers: tiers,
-		Secret: secret, Nodes: cfg.Nodes, Log: l.log})
+		Secret: secret, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
 	if err != nil {
 		return nil, err
 	}
@@ -152,11 +158,21 @@ func (p *peering) readAddrs() {
 	}
 }
 
-// setHolder tells the copies which node should hold which file.
-func (p *peering) setHolder(h holderFunc) {
+// setHolder tells the copies which node should hold which file, and the
+// server how this node makes on demand a copy it should hold (d nil: it
+// does not).
+func (p *peering) setHolder(h holderFunc, d demandFunc) {
 	if p != nil {
 		p.holder.Store(&h)
+		p.demand.Store(&d)
 	}
+}
+
+// miss is the server's Miss: the policy's copy on demand, if it makes
+// any.
+func (p *peering) miss(ctx context.Context, path string, size, mtime int64) bool {
+	d := p.demand.Load()
+	return d != nil && *d != nil && (*d)(ctx, path, size, mtime)
 }
 
 // Fill fills a copy from the node that should hold the file, if that node
@@ -219,6 +235,10 @@ type PeerStats struct {
 	Peers     []PeerLink          `json:"peers"`
 	Model     []peers.SourceState `json:"model"` // the shared filesystem first, then each node
 	NotServed map[string]int64    `json:"not_served,omitempty"`
+	// Fetched is the files served to other nodes that found no copy
+	// here and waited for the one this node then made (the reactive
+	// policy's owner of the file).
+	Fetched int64 `json:"fetched_for_peers"`
 }
 
 // PeerLink is what went between this node and one other.
@@ -237,7 +257,7 @@ func (p *peering) publish() {
 		}
 	}
 	out := p.srv.Stats()
-	ps.NotServed = out.NotServed
+	ps.NotServed, ps.Fetched = out.NotServed, out.Fetched
 	var in, filesIn, bytesOut, filesOut, errs int64
 	for _, s := range p.client.Stats() {
 		if s.Node == p.cfg.Node {

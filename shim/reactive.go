@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -25,6 +26,7 @@ type reactive struct {
 	stat  chan string                    // files to stat and fetch, in order of first open
 	mu    sync.Mutex                     // guards files
 	files []int64                        // copies published per tier
+	waits copyWaits                      // for the copies other nodes asked for
 	warn  sync.Once
 }
 
@@ -107,10 +109,40 @@ func (r *reactive) fetch(path string) {
 	}
 }
 
-// done settles one finished copy; it runs on a pool worker.
+// fetchOwned makes this node's copy of a file another node asked for and
+// found none of here, if this node owns the file (HVAC: the owner reads
+// the shared filesystem once, the others ask the owner), and waits for
+// it within ctx. It reports whether the copy is published. The copy
+// comes from the shared filesystem (Fill asks no one for a file this node
+// owns), so it begins at once instead of behind the queue's copies,
+// which may be waiting on the asker.
+func (r *reactive) fetchOwned(ctx context.Context, path string, size, mtime int64) bool {
+	if owner, _ := r.l.owner(path); owner != r.l.peers.cfg.Node {
+		return false
+	}
+	var st unix.Stat_t
+	if statRetry(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || st.Mtim.Nano() != mtime {
+		return false // not the file the asker has: it reads it itself
+	}
+	if tiering.Lookup(r.l.open, path, &st) >= 0 {
+		return true // published since the server looked
+	}
+	w := r.waits.add(path)
+	r.l.seg.markCopying(path) // before the copy can end, which clears it
+	if !r.pool.FetchNow(ctx, path, size) {
+		r.l.seg.clearCopying(path)
+		r.waits.leave(path, w)
+		return false
+	}
+	return r.waits.wait(ctx, path, w)
+}
+
+// done settles one finished copy; it runs on the pool's goroutine that
+// made it.
 func (r *reactive) done(res fetchpool.Result) {
 	ld := &r.l.seg.s.leader
 	defer r.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
+	r.waits.settle(res)                  // the other nodes' requests for it
 	if res.Err != nil {
 		var te *tiering.TierError
 		if errors.Is(res.Err, fetchpool.ErrHeld) {

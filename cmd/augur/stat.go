@@ -118,9 +118,9 @@ func printPeers(w io.Writer, st shim.Stats) {
 	if p == nil {
 		return
 	}
-	fmt.Fprintf(w, "peers: node %d of %d on %s   from peers %d files (%s)   to peers %d files (%s)   errors %d\n",
+	fmt.Fprintf(w, "peers: node %d of %d on %s   from peers %d files (%s)   to peers %d files (%s; %d on demand)   errors %d\n",
 		p.Node, p.Nodes, p.Addr, st.PeerFilesIn, shim.FormatSize(int64(st.PeerBytesIn)),
-		st.PeerFilesOut, shim.FormatSize(int64(st.PeerBytesOut)), st.PeerErrors)
+		st.PeerFilesOut, shim.FormatSize(int64(st.PeerBytesOut)), p.Fetched, st.PeerErrors)
 	for _, l := range p.Peers {
 		state := "up"
 		if l.Down {
