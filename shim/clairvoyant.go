@@ -812,6 +812,7 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 	}
 	delete(c.pending, f)
 	defer c.l.seg.clearCopying(res.Path) // after publish_gen moves: waiters then find the copy
+	defer c.react.waits.settle(res)      // another node's request for it (awaitHeld), once published
 	ld := &c.l.seg.s.leader
 	if res.Err != nil {
 		if errors.Is(res.Err, fetchpool.ErrHeld) {

@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"context"
+
 	"github.com/augur-hpc/augur/seed"
 )
 
@@ -116,6 +118,25 @@ func (c *clairvoyant) holderOf(path string) (int, func() bool) {
 		}
 		return false
 	}
+}
+
+// awaitHeld is the server's copy on demand under the clairvoyant policy:
+// another node asks for a file the moment its rank, in step with this
+// node's, has passed the read of it here, which may be before this
+// node's copy of it has landed. A copy of a file this node holds that is
+// queued or on its way is waited for, within ctx; nothing else is copied
+// for the asker, as the plan decides what this node holds (its ranks
+// read those files anyway).
+func (c *clairvoyant) awaitHeld(ctx context.Context, path string, size, mtime int64) bool {
+	c.mu.Lock()
+	f, ok := c.cat.Lookup(path)
+	if !ok || c.hold == nil || !c.mine(int32(f)) || !c.pending[f] {
+		c.mu.Unlock()
+		return false
+	}
+	w := c.react.waits.add(path) // under c.mu: done settles it under c.mu too
+	c.mu.Unlock()
+	return c.react.waits.wait(ctx, path, w)
 }
 
 // mine says whether this node holds file f by the holders' rule.

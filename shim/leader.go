@@ -142,7 +142,7 @@ func (l *Leader) adopt(p planned) {
 		tiers, _, used := l.poolTiers()
 		p.c.start(l.newPool(tiers, used, p.c.done))
 		l.clair = p.c
-		l.peers.setHolder(p.c.holderOf, nil) // its holders read the files they hold anyway
+		l.peers.setHolder(p.c.holderOf, p.c.awaitHeld)
 	}
 	for _, ev := range l.early { // the policy starts where the readers are
 		l.handle(ev)

@@ -295,17 +295,28 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 	return pp
 }
 
-// prefer moves the files first says to the front of the ranking, each
-// part in its order, before anything is placed: a node of a job of
-// several places the files it holds for the job (holders.go) before any
-// other, so that the nodes' tiers hold every file once before any twice.
+// prefer puts the files first says at the front of the ranking before
+// anything is placed: a node of a job of several places the files it
+// holds for the job (holders.go) before any other, so that the nodes'
+// tiers hold every file once before any twice. Those its own ranks read
+// within the horizon come first, in ranking order, then those it holds
+// for the other nodes only (by file): without them the node would drop,
+// once its own ranks are done with them, copies the others still ask for.
 func (pp *placer) prefer(first func(f int32) bool) {
 	out := make([]int32, 0, len(pp.ranking))
-	for _, want := range []bool{true, false} {
-		for _, f := range pp.ranking {
-			if first(f) == want {
-				out = append(out, f)
-			}
+	for _, f := range pp.ranking {
+		if first(f) {
+			out = append(out, f)
+		}
+	}
+	for f, k := range pp.pos {
+		if k < 0 && first(int32(f)) {
+			out = append(out, int32(f))
+		}
+	}
+	for _, f := range pp.ranking {
+		if !first(f) {
+			out = append(out, f)
 		}
 	}
 	pp.ranking = out

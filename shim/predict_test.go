@@ -144,6 +144,33 @@ func TestPlacerSettlesAsSizesArrive(t *testing.T) {
 	}
 }
 
+// A node places the files it holds for the job first, even those its own
+// ranks will not read again within the horizon (the other nodes will
+// ask for them), and only then its own other reads.
+func TestPreferKeepsWhatTheNodeHoldsForOthers(t *testing.T) {
+	pp := newPlacer(6, []int64{40}, 1, func(int) []readSeq {
+		return []readSeq{{order: listOrder{4, 0, 5}}} // this node reads 4, 0, 5
+	})
+	held := map[int32]bool{0: true, 2: true, 3: true} // it holds 2 and 3 for the others only
+	pp.prefer(func(f int32) bool { return held[f] })
+	if want := []int32{0, 2, 3, 4, 5}; !slices.Equal(pp.ranking, want) {
+		t.Fatalf("ranking %v; want %v: held files first, those read here before those held for others", pp.ranking, want)
+	}
+	pp.advance([]int64{10, 10, 10, 10, 10, 10})
+	for f, want := range []int8{0, -1, 0, 0, 0, -1} {
+		if pp.Tier[f] != want {
+			t.Errorf("file %d in tier %d; want %d (placement %v)", f, pp.Tier[f], want, pp.Tier)
+		}
+	}
+}
+
+// listOrder is an order given as its list of indices.
+type listOrder []int
+
+func (o listOrder) Len() int        { return len(o) }
+func (o listOrder) At(pos int) int  { return o[pos] }
+func (o listOrder) Pos(idx int) int { return slices.Index(o, idx) }
+
 // A job of three nodes with two ranks each: each file is read first by
 // one node in the first epoch, which holds it before anything else. With
 // a third of the dataset per node the nodes hold every file exactly
