@@ -339,10 +339,22 @@ func TestPeersSurviveANodeThatDies(t *testing.T) {
 // request that proves the job's secret, only of files below the
 // dataset root, and never through a symlink planted in its tier; every
 // refusal is counted in augur stat. A real copy, asked for the same way,
-// is served: the refusals are not everything failing.
+// is served: the refusals are not everything failing. Under the reactive
+// policy a file this node owns (HVAC) and has no copy of is copied on
+// demand and served; one the other node owns is not.
 func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 	c := NewCase(t)
-	files := c.RandomFiles("cls", 3, 10_000)
+	files := c.RandomFiles("cls", 12, 10_000)
+	// files[2] and files[3]: no copy yet, owned by node 1 and by node 0.
+	var owned [2][]string
+	for _, f := range files[2:] {
+		o := peers.Owner(f, 2)
+		owned[o] = append(owned[o], f)
+	}
+	if len(owned[0]) == 0 || len(owned[1]) == 0 {
+		t.Fatalf("10 files all owned by one node of two: %v", owned)
+	}
+	files[2], files[3] = owned[1][0], owned[0][0]
 	outside := c.Write("../outside/secret.txt", []byte("not the job's\n"))
 	port := freePort(t)
 	secret := randHex(16)
@@ -396,11 +408,15 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		{"outside the root", secret, outside},
 		{"dot-dot", secret, filepath.Join(c.Dataset, "..", "outside", "secret.txt")},
 		{"symlink in the tier", secret, files[1]},
-		{"no copy", secret, files[2]},
+		{"no copy, owned by the other node", secret, files[2]},
 	} {
 		if b, err := fetch(tc.key, tc.path); err == nil || len(b) > 0 && bytes.Contains(b, []byte("not the job's")) {
 			t.Errorf("%s: served %d bytes (%v)", tc.name, len(b), err)
 		}
+	}
+	b, err = fetch(secret, files[3])
+	if want, _ := os.ReadFile(files[3]); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("a file node 0 owns and had no copy of: %v (%d bytes); want it copied on demand and served", err, len(b))
 	}
 	// Without any proof: plain HTTP.
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/copy?path=%s&size=10000&mtime=0&from=1", port, files[0]))
@@ -426,8 +442,8 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 			t.Errorf("no request refused as %q: %v", why, st.Peers.NotServed)
 		}
 	}
-	if st.PeerFilesOut != 1 {
-		t.Errorf("%d files served; want 1", st.PeerFilesOut)
+	if st.PeerFilesOut != 2 || st.Peers.Fetched != 1 {
+		t.Errorf("%d files served, %d of them copied on demand; want 2 and 1", st.PeerFilesOut, st.Peers.Fetched)
 	}
 }
 
