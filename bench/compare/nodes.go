@@ -74,9 +74,12 @@ type nodesResult struct {
 	TierBytes int64   `json:"tier_bytes_per_node"`
 	LinkRate  float64 `json:"link_bytes_per_second"`
 	PFS       string  `json:"pfs"`
-	// PlanPeerBytes is what augur plan --nodes expects to go between the
-	// nodes in each epoch: the links' part of the bound.
+	// PlanPeerBytes and PlanPFSBytes are what augur plan --nodes expects
+	// to go between the nodes and to come from the PFS (with peers) in
+	// each epoch: the links' and the PFS's parts of the bound.
 	PlanPeerBytes []int64     `json:"plan_peer_bytes"`
+	PlanPFSBytes  []int64     `json:"plan_pfs_bytes"`
+	PFSBandwidth  float64     `json:"pfs_bytes_per_second"`
 	Runs          []*nodesRun `json:"runs"`
 	Seconds       float64     `json:"seconds"`
 }
@@ -138,7 +141,8 @@ func (e *env) runNodes(policies map[string]string, prog *dlbench.ProgressLine) (
 		LinkRate: s4Link, PFS: fmt.Sprintf("%s shared, direct I/O", pfsemu.FormatRate(popts.Bandwidth))}
 	s := &s4{e: e, ds: ds, w: w, lab: lab, dir: dir, mnt: mnt, local: local, tier: nr.TierBytes,
 		counters: srv.Stats, prog: prog}
-	if nr.PlanPeerBytes, err = s.planPeerBytes(); err != nil {
+	nr.PFSBandwidth = float64(popts.Bandwidth)
+	if nr.PlanPeerBytes, nr.PlanPFSBytes, err = s.planBytes(); err != nil {
 		return nil, fmt.Errorf("augur plan: %w", err)
 	}
 	for _, c := range nodeConfigs {
@@ -201,32 +205,31 @@ func (s *s4) augurEnv(c nodeConfig, i int) []string {
 	return env
 }
 
-// planPeerBytes asks augur plan --nodes what the job's nodes should send
-// each other in each epoch.
-func (s *s4) planPeerBytes() ([]int64, error) {
+// planBytes asks augur plan --nodes what the job's nodes should send each
+// other, and read from the PFS, in each epoch.
+func (s *s4) planBytes() (peer, pfs []int64, err error) {
 	s.job = "plan"
 	tier := filepath.Join(s.dir, "plan-tier")
 	if err := os.MkdirAll(tier, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(s.e.augur, "plan", "--nodes", strconv.Itoa(s.w.Nodes), "--json", "--quiet")
 	cmd.Env = append(append(os.Environ(), s.augurEnv(nodeConfig{policy: "clairvoyant"}, 0)...),
 		fmt.Sprintf("AUGUR_TIERS=%s:%d", tier, s.tier))
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, stderrOf(err))
+		return nil, nil, fmt.Errorf("%v: %s", err, stderrOf(err))
 	}
 	var plan struct {
 		Epochs []shim.JobEpoch `json:"epochs"`
 	}
 	if err := json.Unmarshal(out, &plan); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var b []int64
 	for _, ep := range plan.Epochs {
-		b = append(b, ep.PeerBytes)
+		peer, pfs = append(peer, ep.PeerBytes), append(pfs, ep.PFSBytesPeers)
 	}
-	return b, nil
+	return peer, pfs, nil
 }
 
 func stderrOf(err error) string {
@@ -391,9 +394,11 @@ func (s *s4) steps() string { return filepath.Join(s.dir, "steps") }
 
 func (s *s4) statFile(i int) string { return filepath.Join(s.dir, fmt.Sprintf("node%d.stat.json", i)) }
 
-// bound sets each epoch's bound: the local copy's time (compute and the
-// readers' own work) or the time the links need for what the plan sends
-// between nodes, whichever is longer.
+// bound sets each epoch's bound: the longest of the local copy's time
+// (compute and the readers' own work), the time the links need for what
+// the plan sends between nodes, and the time the PFS needs at its
+// configured bandwidth for what the plan reads from it with peers (the
+// whole dataset in the first epoch).
 func (nr *nodesResult) bound() {
 	local := findNodes(nr.Runs, "local")
 	if local == nil {
@@ -405,8 +410,9 @@ func (nr *nodesResult) bound() {
 				break
 			}
 			b := local.Epochs[e].Seconds
-			if e < len(nr.PlanPeerBytes) {
-				b = max(b, float64(nr.PlanPeerBytes[e])/float64(nr.Nodes)/nr.LinkRate)
+			if e < len(nr.PlanPeerBytes) && e < len(nr.PlanPFSBytes) {
+				b = max(b, float64(nr.PlanPeerBytes[e])/float64(nr.Nodes)/nr.LinkRate,
+					float64(nr.PlanPFSBytes[e])/nr.PFSBandwidth)
 			}
 			r.Epochs[e].Bound = b
 		}
