@@ -28,21 +28,28 @@ type ModelConfig struct {
 	// is measured. A peer's is high on purpose: a peer is tried, hence
 	// measured, before the shared filesystem is preferred to it, which
 	// is what relieves the filesystem (NoPFS prefers a peer on a tie).
-	PFSPrior  float64 // default 200 MB/s
-	PeerPrior float64 // default 1 GB/s
+	PFSPrior  float64 `json:"pfs_prior_bytes_per_s"`  // default 200 MB/s
+	PeerPrior float64 `json:"peer_prior_bytes_per_s"` // default 1 GB/s
 	// Weight is a new sample's weight in the moving average (default
 	// 0.2: the last ten or so transfers count).
-	Weight float64
+	Weight float64 `json:"sample_weight"`
 	// PFSWeight multiplies the shared filesystem's expected delivery
 	// time (default 2): the filesystem is every node's and every job's,
 	// what one node takes from it the others wait for, so a peer that
 	// holds the file is asked unless the filesystem is expected to
 	// deliver it in less than half the time.
-	PFSWeight float64
+	PFSWeight float64 `json:"pfs_weight"`
 	// Forget is the time constant with which an idle source's measured
 	// throughput fades back to its prior (default 30 s): a source judged
 	// slow once would otherwise never be chosen, hence measured, again.
-	Forget time.Duration
+	Forget time.Duration `json:"forget_ns"`
+}
+
+// WithDefaults is c with every parameter left zero set to its default:
+// what a Model made with c uses.
+func (c ModelConfig) WithDefaults() ModelConfig {
+	c.defaults()
+	return c
 }
 
 func (c *ModelConfig) defaults() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/augur-hpc/augur/peers"
 	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
 )
@@ -77,6 +78,9 @@ type jobPlanReport struct {
 	Stage   int64           `json:"staging_bytes_per_node"`
 	Nodes   []jobPlanNode   `json:"nodes"`
 	Epochs  []shim.JobEpoch `json:"epochs"`
+	// Model is how each leader will choose between a peer and the shared
+	// filesystem for a file (augur stat shows it measured).
+	Model peers.ModelConfig `json:"model"`
 }
 
 type jobPlanNode struct {
@@ -95,7 +99,8 @@ func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes 
 	if err != nil {
 		return fail("plan: %v", err)
 	}
-	rep := jobPlanReport{Files: pred.Len(), Horizon: jp.Horizon, Stage: jp.Stage, Epochs: jp.Epochs}
+	rep := jobPlanReport{Files: pred.Len(), Horizon: jp.Horizon, Stage: jp.Stage, Epochs: jp.Epochs,
+		Model: peers.ModelConfig{PFSWeight: cfg.Peers.PFSWeight}.WithDefaults()}
 	for _, s := range sizes {
 		rep.Bytes += max(s, 0)
 	}
@@ -127,6 +132,11 @@ func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes 
 	for _, e := range rep.Epochs {
 		fmt.Printf("%-6d %22s %22s %16s\n", e.Epoch, shim.FormatSize(e.PFSBytes), shim.FormatSize(e.PFSBytesPeers), shim.FormatSize(e.PeerBytes))
 	}
+	m := rep.Model
+	fmt.Printf("a copy goes to the source expected to deliver it first (augur stat shows the rates measured): before measuring, "+
+		"the shared filesystem at %s/s and a peer at %s/s; the filesystem's time x%g (pfs_weight); a transfer weighs %g in the average; "+
+		"an idle source's rate fades back to its prior over %v\n",
+		shim.FormatSize(int64(m.PFSPrior)), shim.FormatSize(int64(m.PeerPrior)), m.PFSWeight, m.Weight, m.Forget)
 	return 0
 }
 
