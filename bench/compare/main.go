@@ -381,6 +381,7 @@ func redraw(from, out string) error {
 	for _, sr := range rep.Scenarios {
 		printScenario(os.Stdout, sr)
 	}
+	rep.Nodes.bound() // by this version's rule
 	printNodes(os.Stdout, rep.Nodes)
 	if rep.PyTorch != nil {
 		printPyTorch(os.Stdout, rep.PyTorch)

@@ -400,11 +400,20 @@ func (s *s4) statFile(i int) string { return filepath.Join(s.dir, fmt.Sprintf("n
 // configured bandwidth for what the plan reads from it with peers (the
 // whole dataset in the first epoch).
 func (nr *nodesResult) bound() {
+	if nr == nil {
+		return
+	}
 	local := findNodes(nr.Runs, "local")
 	if local == nil {
 		return
 	}
 	for _, r := range nr.Runs {
+		if r == local {
+			for e := range r.Epochs {
+				r.Epochs[e].Bound = 0 // the limit itself: it reads no PFS
+			}
+			continue
+		}
 		for e := range r.Epochs {
 			if e >= len(local.Epochs) {
 				break
@@ -459,8 +468,12 @@ func printNodes(w io.Writer, nr *nodesResult) {
 			if i == len(r.Epochs)-1 {
 				total = fmt.Sprintf("%.2f", float64(pfs)/float64(nr.Bytes))
 			}
-			fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %s | %.2f | %.1f | %.1f | %s |\n", r.Config, ep.Epoch, ep.Seconds,
-				ep.Bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, total)
+			bound := "-"
+			if ep.Bound > 0 {
+				bound = fmt.Sprintf("%.2f", ep.Bound)
+			}
+			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %.2f | %.1f | %.1f | %s |\n", r.Config, ep.Epoch, ep.Seconds,
+				bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, total)
 		}
 	}
 }
