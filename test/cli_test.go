@@ -157,3 +157,26 @@ func TestPlanProgressLines(t *testing.T) {
 		t.Errorf("augur plan --quiet printed %q on stderr", stderr)
 	}
 }
+
+// --peers and --rendezvous stand for AUGUR_PEERS and AUGUR_RENDEZVOUS: a
+// membership they leave incomplete (no secret for listed peers, no job id
+// for a rendezvous) is named by augur check, and augur run runs the
+// command all the same, the node alone.
+func TestPeerFlags(t *testing.T) {
+	c := NewCase(t)
+	c.Set("AUGUR_NODES=2")
+	c.Set("AUGUR_NODE_RANK=0")
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--peers", "127.0.0.1:7001,127.0.0.2:7001"}, "a listed set of peers needs a secret"},
+		{[]string{"--rendezvous", filepath.Join(c.Dir, "rv")}, "AUGUR_RENDEZVOUS) needs a job id"},
+	} {
+		out, err := c.Augur(append([]string{"check"}, tc.flags...)...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("augur check %v: %v, output:\n%s\nwant a failure saying %q", tc.flags, err, out, tc.want)
+		}
+		c.AugurRun(append(tc.flags, "--", "true")...) // fails the test unless the command runs
+	}
+}

@@ -28,6 +28,9 @@ type jobFlags struct {
 	seed    string
 	policy  string
 	config  string
+	// A job of several nodes: the nodes' addresses, or where they meet.
+	peers      string
+	rendezvous string
 }
 
 func (j *jobFlags) register(fs *flag.FlagSet) {
@@ -36,6 +39,8 @@ func (j *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&j.seed, "seed", "", "shuffle seed of the job")
 	fs.StringVar(&j.policy, "policy", "", "placement policy")
 	fs.StringVar(&j.config, "config", "", "TOML configuration file")
+	fs.StringVar(&j.peers, "peers", "", "a job of several nodes: every node's address, host:port,... (entry i is node i)")
+	fs.StringVar(&j.rendezvous, "rendezvous", "", "a job of several nodes: a directory on a shared filesystem where the nodes meet")
 }
 
 // export sets the AUGUR_* variables the flags stand for.
@@ -60,6 +65,13 @@ func (j *jobFlags) export() {
 	}
 	if j.policy != "" {
 		os.Setenv("AUGUR_POLICY", j.policy)
+	}
+	if j.peers != "" {
+		os.Setenv("AUGUR_PEERS", j.peers)
+	}
+	if j.rendezvous != "" {
+		abs, _ := filepath.Abs(j.rendezvous)
+		os.Setenv("AUGUR_RENDEZVOUS", abs)
 	}
 }
 
