@@ -166,6 +166,7 @@ func TestPeerFlags(t *testing.T) {
 	c := NewCase(t)
 	c.Set("AUGUR_NODES=2")
 	c.Set("AUGUR_NODE_RANK=0")
+	c.Set("AUGUR_JOB=") // no job id the nodes share
 	for _, tc := range []struct {
 		flags []string
 		want  string
