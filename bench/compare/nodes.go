@@ -112,17 +112,9 @@ func (e *env) runNodes(policies map[string]string, prog *dlbench.ProgressLine) (
 	w := s4Workload()
 	fmt.Printf("\n== S4: %d nodes, links %.0f MB/s each way, each node's tier %s (%d samples, ~%s)\n",
 		s4Nodes, s4Link/1e6, fmtMiB(e.sized(s4Tier)), count, fmtMiB(e.sized(s4Bytes)))
-	ds, err := dlbench.Generate(filepath.Join(dir, "data"), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+	ds, local, mnt, err := prepare(dir, dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
 		Count: count, Size: s4Size, SizeStddev: s4Size / 4, Classes: 10, Seed: 4})
 	if err != nil {
-		return nil, err
-	}
-	local := filepath.Join(dir, "local")
-	if err := copyTree(ds.Root, local); err != nil {
-		return nil, fmt.Errorf("local copy: %w", err)
-	}
-	mnt := filepath.Join(dir, "pfs")
-	if err := mountPoint(mnt); err != nil {
 		return nil, err
 	}
 	popts := pfsemu.DefaultOptions(ds.Root, mnt)

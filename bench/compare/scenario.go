@@ -31,17 +31,9 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	dir := filepath.Join(e.work, s.Name)
 	count := int(e.sized(s.Bytes) / meanSize)
 	fmt.Printf("\n== %s: %s (%d samples, ~%s)\n", s.Name, s.About, count, fmtMiB(e.sized(s.Bytes)))
-	ds, err := dlbench.Generate(filepath.Join(dir, "data"), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+	ds, local, mnt, err := prepare(dir, dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
 		Count: count, Size: meanSize, SizeStddev: meanSize / 4, Classes: 10, Seed: 1})
 	if err != nil {
-		return nil, err
-	}
-	local := filepath.Join(dir, "local")
-	if err := copyTree(ds.Root, local); err != nil {
-		return nil, fmt.Errorf("local copy: %w", err)
-	}
-	mnt := filepath.Join(dir, "pfs")
-	if err := mountPoint(mnt); err != nil {
 		return nil, err
 	}
 	popts := pfsOptions(ds.Root, mnt)
@@ -149,6 +141,21 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	}
 	sr.Seconds = time.Since(start).Seconds()
 	return sr, nil
+}
+
+// prepare generates a scenario's dataset in dir/data (reused when there),
+// copies it to dir/local once, and makes the emulated PFS's mount point
+// dir/pfs.
+func prepare(dir string, g dlbench.GenSpec) (ds *dlbench.Dataset, local, mnt string, err error) {
+	if ds, err = dlbench.Generate(filepath.Join(dir, "data"), g); err != nil {
+		return nil, "", "", err
+	}
+	local = filepath.Join(dir, "local")
+	if err := copyTree(ds.Root, local); err != nil {
+		return nil, "", "", fmt.Errorf("local copy: %w", err)
+	}
+	mnt = filepath.Join(dir, "pfs")
+	return ds, local, mnt, mountPoint(mnt)
 }
 
 func epochList(r *run) string {
