@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,6 +107,9 @@ type nodesEpoch struct {
 
 // runNodes runs S4.
 func (e *env) runNodes(policies map[string]string, prog *dlbench.ProgressLine) (*nodesResult, error) {
+	if err := checkS4Configs(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	dir := filepath.Join(e.work, "S4")
 	count := int(e.sized(s4Bytes) / s4Size)
@@ -166,6 +170,24 @@ func s4Selected(name string) bool {
 	return s4Configs == "" || strings.Contains(","+s4Configs+",", ","+name+",")
 }
 
+// checkS4Configs names a configuration in -s4-configs that S4 does not
+// have: a typo would otherwise run nothing.
+func checkS4Configs() error {
+	if s4Configs == "" {
+		return nil
+	}
+	var names []string
+	for _, c := range nodeConfigs {
+		names = append(names, c.name)
+	}
+	for _, n := range strings.Split(s4Configs, ",") {
+		if !slices.Contains(names, n) {
+			return fmt.Errorf("-s4-configs: no configuration %q; S4 has %s", n, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
 // s4 is what every run of S4 shares.
 type s4 struct {
 	e               *env
@@ -200,7 +222,6 @@ func (s *s4) augurEnv(c nodeConfig, i int) []string {
 // planBytes asks augur plan --nodes what the job's nodes should send each
 // other, and read from the PFS, in each epoch.
 func (s *s4) planBytes() (peer, pfs []int64, err error) {
-	s.job = "plan"
 	tier := filepath.Join(s.dir, "plan-tier")
 	if err := os.MkdirAll(tier, 0o755); err != nil {
 		return nil, nil, err
