@@ -1,0 +1,57 @@
+package shim
+
+import (
+	"slices"
+
+	"github.com/augur-hpc/augur/seed"
+)
+
+// The clairvoyant policy's placement for callers that have orders and
+// sizes but no walked directory: augur sim (package sim) runs jobs of up
+// to a thousand nodes over synthetic datasets, and must place their
+// files by this code, not a copy of it. PlaceNodes does the same for a
+// Prediction.
+
+// PlaceNode places one node's files as the leader of that node does:
+// the staging budget (a.Stage, by default an eighth of the first tier)
+// kept out of caps[0], the files ranked by how often the node's ranks
+// read them over the horizon (a.Epochs, DefaultHorizon when 0), equal
+// counts in first-access order, those holds says the node holds for a
+// job of several nodes first (nil: a node alone), then each given the
+// fastest tier with room. The files are numbered 0..n-1 in the caller's
+// own numbering (a node's files only, if it likes: placement costs 13
+// bytes per file numbered); reads(e) is the orders of the node's ranks in
+// epoch e over that numbering; sizes are by that numbering too (-1: never
+// placed). caps is not modified. It returns the placement and the staging
+// budget.
+func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Order, holds func(f int32) bool) (Placement, int64) {
+	caps = slices.Clone(caps)
+	stage, horizon := placeParams(a, caps)
+	pp := newPlacer(n, caps, horizon, func(e int) []readSeq {
+		var seqs []readSeq
+		for _, o := range reads(e) {
+			seqs = append(seqs, readSeq{order: o})
+		}
+		return seqs
+	})
+	if holds != nil {
+		pp.prefer(holds)
+	}
+	pp.advance(sizes)
+	return pp.Placement, stage
+}
+
+// Holders is the holders' rule of a job of several nodes (holders.go):
+// the node that holds each of n files is the one whose rank reads it
+// first in the epoch whose orders order(r) gives for each of w ranks,
+// ranks laid out in blocks of w/nodes per node as the launchers do; -1
+// for a file no rank reads. It keeps 2 bytes per file.
+func Holders(w, nodes, n int, order func(r int) seed.Order) []int16 {
+	per := w / nodes
+	first := make([]int16, n)
+	for i := range first {
+		first[i] = -1
+	}
+	firstReaders(w, n, order, func(idx, r, _ int) { first[idx] = int16(r / per) })
+	return first
+}

@@ -1,0 +1,425 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/augur-hpc/augur/peers"
+)
+
+// The engine is a discrete-event simulation of the job under one policy.
+// Only time is simulated: which file each rank reads when is seed's
+// sampler order, where a file goes is shim's placement, who holds or owns
+// it is shim's and peers' rule. Actors: each rank's DataLoader workers
+// (reading a batch file after file), each rank's compute loop (a step per
+// batch, then DDP's barrier across the job), and each node's copy pool
+// (augur's fetchpool: one queue, each tier's threads at once). Shared
+// resources are reserved in time order: the PFS (one pipe whose
+// throughput depends on its readers, as pfsemu's link) and each node's
+// link to the others, both ways.
+
+const (
+	evRead    = iota // worker a reads on in its batch
+	evReady          // worker a's batch b is ready
+	evCompute        // rank a finished computing its step
+	evCopy           // node a's copy into tier b&0xff landed (b&pfsFlag: it read the PFS)
+)
+
+const pfsFlag = 1 << 8
+
+// waitCap is how long a reader waits for a copy on its way before it
+// reads the original (the data plane's 200 ms).
+const waitCap = 0.2
+
+// queued marks a local file whose copy is queued but not begun.
+const queued = math.MaxFloat64
+
+var inf = math.Inf(1)
+
+type runner struct {
+	j    *job
+	cfg  *Config
+	pol  string
+	peer bool // clairvoyant+peers
+	h    events
+	seq  uint64
+
+	pfsFree float64
+	gamma   int // readers with a PFS read in flight
+	inFree  []float64
+	outFree []float64
+
+	nodes   []nodeState
+	ranks   []rankState
+	workers []workerState
+	// holdLand (clairvoyant+peers) is when the holder's copy of each
+	// dataset file lands; ownLand (hvac) the owner's.
+	holdLand, ownLand []float64
+	owner             []int16
+
+	e, nb, arrivals int
+	epochStart      float64
+	cur             *EpochStats
+	Epochs          []EpochStats
+}
+
+type nodeState struct {
+	land      []float64 // per local file: when its copy lands (inf: none; queued)
+	tier      []int8    // per local file: the tier of its copy (-1: staged)
+	used      []int64   // per tier: bytes of copies
+	busy      []int     // per tier: copies being made
+	pending   int
+	q         int // the next read the prefetcher considers
+	stageUsed int64
+	copyQ     []int32 // reactive: local files to copy, in order of first read
+	copyHead  int
+}
+
+type rankState struct {
+	next     int // batch to compute next
+	sent     int // batches handed to workers
+	released bool
+	barrier  float64   // when the last step's barrier let it go
+	ready    []float64 // per batch of the epoch: when ready (inf: not yet)
+}
+
+type workerState struct {
+	next  int // batch it reads next (its own: w, w+W, ...)
+	pos   int // next file of it
+	c     float64
+	busy  bool
+	inPFS bool
+}
+
+// EpochStats is one epoch of one policy: time, mean stall over ranks,
+// and bytes by source (read by readers from each tier; from the PFS and
+// from peers by readers and copies).
+type EpochStats struct {
+	Epoch     int       `json:"epoch"`
+	Seconds   float64   `json:"seconds"`
+	Stall     float64   `json:"stall_seconds"`
+	PFSBytes  int64     `json:"pfs_bytes"`
+	PeerBytes int64     `json:"peer_bytes"`
+	TierBytes []int64   `json:"tier_bytes"`
+	stalls    []float64 // per rank
+}
+
+func newRunner(j *job, pol string) *runner {
+	cfg := j.cfg
+	r := &runner{j: j, cfg: cfg, pol: pol, peer: pol == "clairvoyant+peers",
+		inFree: make([]float64, cfg.Nodes), outFree: make([]float64, cfg.Nodes)}
+	R, W := cfg.RanksPerNode, cfg.Loop.Workers
+	r.nb = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
+	r.nodes = make([]nodeState, cfg.Nodes)
+	for i := range r.nodes {
+		no := j.nodes[i]
+		ns := &r.nodes[i]
+		ns.land = make([]float64, len(no.files))
+		for f := range ns.land {
+			ns.land[f] = inf
+		}
+		switch pol {
+		case "clairvoyant":
+			ns.tier = no.tier
+		case "clairvoyant+peers":
+			ns.tier = no.tierPeers
+		default:
+			ns.tier = make([]int8, len(no.files))
+			for f := range ns.tier {
+				ns.tier[f] = -1
+			}
+		}
+		ns.used = make([]int64, len(cfg.Tiers))
+		ns.busy = make([]int, len(cfg.Tiers))
+	}
+	r.ranks = make([]rankState, cfg.Nodes*R)
+	for k := range r.ranks {
+		r.ranks[k].ready = make([]float64, r.nb)
+	}
+	r.workers = make([]workerState, cfg.Nodes*R*W)
+	if r.peer {
+		r.holdLand = infs(len(j.ds.sizes))
+	}
+	if pol == "hvac" {
+		r.ownLand = infs(len(j.ds.sizes))
+		r.owner = make([]int16, len(j.ds.sizes))
+		for g := range r.owner {
+			r.owner[g] = int16(peers.Owner(j.ds.path(g), cfg.Nodes))
+		}
+	}
+	return r
+}
+
+func infs(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = inf
+	}
+	return s
+}
+
+func (r *runner) at(t float64, kind uint8, a, b int) {
+	r.seq++
+	r.h.push(event{t: t, seq: r.seq, kind: kind, a: int32(a), b: int32(b)})
+}
+
+// run simulates every epoch.
+func (r *runner) run() []EpochStats {
+	r.startEpoch(0, 0)
+	for len(r.h) > 0 {
+		ev := r.h.pop()
+		switch ev.kind {
+		case evRead:
+			r.readOn(int(ev.a), ev.t)
+		case evReady:
+			r.batchReady(int(ev.a), int(ev.b), ev.t)
+		case evCompute:
+			r.computed(ev.t)
+		case evCopy:
+			r.copied(int(ev.a), int(ev.b), ev.t)
+		}
+	}
+	return r.Epochs
+}
+
+func (r *runner) startEpoch(e int, t float64) {
+	r.e, r.epochStart = e, t
+	r.Epochs = append(r.Epochs, EpochStats{Epoch: e + 1, TierBytes: make([]int64, len(r.cfg.Tiers)),
+		stalls: make([]float64, len(r.ranks))})
+	r.cur = &r.Epochs[len(r.Epochs)-1]
+	W, P := r.cfg.Loop.Workers, r.cfg.Loop.Prefetch
+	for k := range r.ranks {
+		rk := &r.ranks[k]
+		rk.next, rk.released, rk.barrier = 0, true, t
+		rk.sent = min(P*W, r.nb)
+		for b := range rk.ready {
+			rk.ready[b] = inf
+		}
+		for w := range W {
+			wk := &r.workers[k*W+w]
+			*wk = workerState{next: w}
+			if w < rk.sent {
+				wk.busy = true
+				r.at(t, evRead, k*W+w, 0)
+			}
+		}
+	}
+	for i := range r.nodes {
+		r.prefetch(i, t)
+	}
+}
+
+// readOn goes on reading worker a's batch at t: files from a node's
+// tiers without a stop, a file from the PFS as an event of its own (the
+// PFS is reserved in time order).
+func (r *runner) readOn(a int, t float64) {
+	W, R, B := r.cfg.Loop.Workers, r.cfg.RanksPerNode, r.cfg.Loop.Batch
+	wk := &r.workers[a]
+	if wk.inPFS {
+		wk.inPFS = false
+		r.gamma--
+	}
+	rank := a / W
+	node, local := rank/R, rank%R
+	no := r.j.nodes[node]
+	b := wk.next
+	if wk.pos == 0 {
+		wk.c = t
+	}
+	end := min((b+1)*B, r.j.k)
+	for p := b*B + wk.pos; p < end; p++ {
+		f := no.slots[(r.e*r.j.k+p)*R+local]
+		c, stop := r.read(node, f, wk.c, t)
+		if stop {
+			wk.c = c
+			r.at(c, evRead, a, 0)
+			return
+		}
+		if c < 0 { // read the PFS now
+			wk.inPFS = true
+			r.gamma++
+			c = -c
+		}
+		wk.c = c
+		wk.pos++
+	}
+	wk.pos = 0
+	r.at(wk.c, evReady, a, b)
+}
+
+// read reads local file f of node at c (now is the event's time): it
+// returns when the read is done, or stop when the read must wait for its
+// own event at c (it needs the PFS and c is later than now). A read of
+// the PFS is returned negated.
+func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
+	g := r.j.nodes[node].files[f]
+	size := float64(r.j.ds.sizes[g])
+	pre := 0.0
+	if r.cfg.Loop.PreprocessRate > 0 {
+		pre = size / r.cfg.Loop.PreprocessRate
+	}
+	switch r.pol {
+	case "pfs":
+		if c > now {
+			return c, true
+		}
+		return -(r.pfsRead(c, size) + pre), false
+	case "perfect":
+		return r.tierRead(0, c, size) + pre, false
+	}
+	ns := &r.nodes[node]
+	land, tier := ns.land[f], ns.tier[f]
+	if r.ownLand != nil && int(r.owner[g]) == node && r.ownLand[g] < land {
+		land, tier = r.ownLand[g], 0 // a copy this node made for another
+	}
+	if land <= c+waitCap {
+		done := r.tierRead(max(int(tier), 0), max(c, land), size)
+		if tier < 0 && land != inf { // staged: dropped once read
+			ns.land[f] = inf
+			ns.stageUsed -= int64(size)
+			if r.peer && int(r.j.holder[g]) == node {
+				r.holdLand[g] = inf
+			}
+		}
+		return done + pre, false
+	}
+	if c > now {
+		return c, true
+	}
+	done := r.pfsRead(c, size)
+	if r.pol == "reactive" || r.pol == "hvac" {
+		r.copyOnMiss(node, f, g, size, c, done)
+	}
+	return -(done + pre), false
+}
+
+func (r *runner) tierRead(t int, c, size float64) float64 {
+	tier := r.cfg.Tiers[t]
+	r.cur.TierBytes[t] += int64(size)
+	return c + tier.Latency + size/tier.Bandwidth
+}
+
+// pfsRead reserves a read of size bytes of the PFS at c (now) and returns
+// when it is done: its latencies, then its bytes through the one pipe at
+// the throughput of the readers there now.
+func (r *runner) pfsRead(c, size float64) float64 {
+	p := &r.cfg.PFS
+	lat := p.Latency
+	if p.RequestSize > 0 {
+		lat += math.Ceil(size/float64(p.RequestSize)) * p.ReadLatency
+	}
+	start := max(c+lat, r.pfsFree)
+	r.pfsFree = start + size/r.pfsRate()
+	r.cur.PFSBytes += int64(size)
+	return r.pfsFree
+}
+
+// pfsRate is t(γ) for the readers in the PFS now and the one arriving.
+func (r *runner) pfsRate() float64 {
+	curve := r.cfg.PFS.Curve
+	g := r.gamma + 1
+	if g <= curve[0].Readers {
+		return curve[0].Rate
+	}
+	for i := 1; i < len(curve); i++ {
+		if g <= curve[i].Readers {
+			a, b := curve[i-1], curve[i]
+			return a.Rate + (b.Rate-a.Rate)*float64(g-a.Readers)/float64(b.Readers-a.Readers)
+		}
+	}
+	return curve[len(curve)-1].Rate
+}
+
+// netXfer reserves size bytes from node src to dst at t on both nodes'
+// links and returns when they have arrived.
+func (r *runner) netXfer(src, dst int, t, size float64) float64 {
+	start := max(t+r.cfg.Net.Latency, r.outFree[src], r.inFree[dst])
+	done := start + size/r.cfg.Net.Bandwidth
+	r.outFree[src], r.inFree[dst] = done, done
+	r.cur.PeerBytes += int64(size)
+	return done
+}
+
+// batchReady hands worker a's batch b to its rank, and the worker its
+// next batch if it was handed one.
+func (r *runner) batchReady(a, b int, t float64) {
+	W := r.cfg.Loop.Workers
+	wk := &r.workers[a]
+	if wk.inPFS {
+		wk.inPFS = false
+		r.gamma--
+	}
+	rank := a / W
+	rk := &r.ranks[rank]
+	rk.ready[b] = t
+	wk.busy = false
+	wk.next += W
+	if wk.next < rk.sent {
+		wk.busy = true
+		r.readOn(a, t)
+	}
+	if b == rk.next && rk.released {
+		r.step(rank, t)
+	}
+}
+
+// step starts rank's next step at t: the wait since the barrier is its
+// stall; a batch more goes to a worker; compute begins.
+func (r *runner) step(rank int, t float64) {
+	W, R, B := r.cfg.Loop.Workers, r.cfg.RanksPerNode, r.cfg.Loop.Batch
+	rk := &r.ranks[rank]
+	r.cur.stalls[rank] += t - rk.barrier
+	rk.released = false
+	if rk.sent < r.nb {
+		a := rank*W + rk.sent%W
+		if wk := &r.workers[a]; !wk.busy && wk.next == rk.sent {
+			wk.busy = true
+			r.at(t, evRead, a, 0)
+		}
+		rk.sent++
+	}
+	c := r.cfg.Loop.Compute
+	if r.cfg.Loop.ComputeRate > 0 {
+		node, local := rank/R, rank%R
+		no := r.j.nodes[node]
+		var bytes int64
+		for p := rk.next * B; p < min((rk.next+1)*B, r.j.k); p++ {
+			bytes += int64(r.j.ds.sizes[no.files[no.slots[(r.e*r.j.k+p)*R+local]]])
+		}
+		c += float64(bytes) / r.cfg.Loop.ComputeRate
+	}
+	r.at(t+c, evCompute, rank, 0)
+	r.prefetch(rank/R, t)
+}
+
+// computed counts a rank at the step's barrier; the last one releases
+// them all (DDP's all-reduce), and the last step ends the epoch.
+func (r *runner) computed(t float64) {
+	if r.arrivals++; r.arrivals < len(r.ranks) {
+		return
+	}
+	r.arrivals = 0
+	if r.ranks[0].next+1 == r.nb {
+		r.endEpoch(t)
+		return
+	}
+	for k := range r.ranks {
+		rk := &r.ranks[k]
+		rk.next++
+		rk.released, rk.barrier = true, t
+		if rk.ready[rk.next] <= t {
+			r.step(k, t)
+		}
+	}
+}
+
+func (r *runner) endEpoch(t float64) {
+	ep := r.cur
+	ep.Seconds = t - r.epochStart
+	for _, s := range ep.stalls {
+		ep.Stall += s / float64(len(ep.stalls))
+	}
+	ep.stalls = nil
+	if r.e+1 < r.cfg.Epochs {
+		r.startEpoch(r.e+1, t)
+	}
+}

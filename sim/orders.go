@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/augur-hpc/augur/seed"
+	"github.com/augur-hpc/augur/shim"
+)
+
+// job is what every policy's run shares: each node's reads over the whole
+// run in a numbering of its own (so that a node's state scales with what
+// it reads, not with the dataset), and the clairvoyant placements.
+type job struct {
+	cfg   *Config
+	ds    *files
+	w, k  int // world size; reads per rank per epoch (DistributedSampler's num_samples)
+	nodes []*nodeOrder
+	// holder is, by dataset index, the node that reads the file first in
+	// the job's first epoch (shim.Holders); nil unless a policy with
+	// peers is run.
+	holder []int16
+	stage  int64 // the staging budget shim's placement kept out of the first tier
+}
+
+// nodeOrder is one node's reads: its files in the order it first reads
+// them (its own numbering: local → dataset index) and, for every read of
+// every epoch (epoch, then position, then rank), the file's local number.
+type nodeOrder struct {
+	files []int32
+	slots []int32
+	// tier is shim's placement of each local file (-1: staged when read)
+	// alone and, with holders, in a job with peers; nil when not run.
+	tier, tierPeers []int8
+}
+
+// localOrder is one rank's order in one epoch over its node's local
+// numbering, as shim's placer reads it (Len and At; Pos is never asked).
+type localOrder struct {
+	n          *nodeOrder
+	base, step int
+	k          int
+}
+
+var _ seed.Order = localOrder{}
+
+func (o localOrder) Len() int        { return o.k }
+func (o localOrder) At(p int) int    { return int(o.n.slots[o.base+p*o.step]) }
+func (o localOrder) Pos(idx int) int { return -1 }
+
+// newJob draws every epoch's DistributedSampler permutation (package
+// seed, bit-exact with PyTorch), lays out each node's reads, and places
+// the files with shim's planner for the clairvoyant policies asked for.
+func newJob(cfg *Config, ds *files) (*job, error) {
+	n := len(ds.sizes)
+	j := &job{cfg: cfg, ds: ds, w: cfg.Nodes * cfg.RanksPerNode}
+	samplers := make([]*seed.DistributedSampler, j.w)
+	for r := range samplers {
+		s, err := seed.New(seed.Spec{Sampler: seed.KindDistributed, Len: n, Seed: cfg.Seed, Replicas: j.w, Rank: r})
+		if err != nil {
+			return nil, fmt.Errorf("sampler: %w", err)
+		}
+		samplers[r] = s.(*seed.DistributedSampler)
+	}
+	perms := make([]*seed.Perm, cfg.Epochs)
+	parallel(cfg.Epochs, func(e int, _ []int32) { perms[e] = samplers[0].Perm(e) }, false, 0)
+	j.k = samplers[0].View(perms[0]).Len()
+	order := func(r, e int) seed.Order { return samplers[r].View(perms[e]) }
+	want := map[string]bool{}
+	for _, p := range cfg.Policies {
+		want[p] = true
+	}
+	if want["clairvoyant+peers"] || want["hvac"] {
+		j.holder = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return order(r, 0) })
+	}
+	caps := make([]int64, len(cfg.Tiers))
+	for t, tier := range cfg.Tiers {
+		caps[t] = tier.Capacity
+	}
+	a := shim.Access{Epochs: cfg.Epochs, Stage: cfg.Prefetch.Stage}
+	j.nodes = make([]*nodeOrder, cfg.Nodes)
+	var mu sync.Mutex
+	parallel(cfg.Nodes, func(i int, localOf []int32) {
+		no := j.layout(i, order, localOf)
+		sizes := make([]int64, len(no.files))
+		for f, g := range no.files {
+			sizes[f] = int64(ds.sizes[g])
+		}
+		reads := func(e int) []seed.Order {
+			var os []seed.Order
+			for r := range cfg.RanksPerNode {
+				os = append(os, localOrder{no, e*j.k*cfg.RanksPerNode + r, cfg.RanksPerNode, j.k})
+			}
+			return os
+		}
+		var stage int64
+		if want["clairvoyant"] {
+			var pl shim.Placement
+			pl, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads, nil)
+			no.tier = pl.Tier
+		}
+		if want["clairvoyant+peers"] {
+			var pl shim.Placement
+			pl, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads,
+				func(f int32) bool { return int(j.holder[no.files[f]]) == i })
+			no.tierPeers = pl.Tier
+		}
+		mu.Lock()
+		j.nodes[i], j.stage = no, max(j.stage, stage)
+		mu.Unlock()
+	}, true, n)
+	if j.stage == 0 {
+		j.stage = cfg.Prefetch.Stage
+		if j.stage == 0 {
+			j.stage = caps[0] / 8
+		}
+	}
+	return j, nil
+}
+
+// layout numbers node i's files in the order its ranks first read them
+// (positions in step, every rank's at each, epoch after epoch: the order
+// shim's placer meets them in) and writes down its reads. localOf is
+// scratch of one int32 per dataset file, all -1, left so.
+func (j *job) layout(i int, order func(r, e int) seed.Order, localOf []int32) *nodeOrder {
+	R := j.cfg.RanksPerNode
+	no := &nodeOrder{slots: make([]int32, 0, j.cfg.Epochs*j.k*R)}
+	for e := range j.cfg.Epochs {
+		os := make([]seed.Order, R)
+		for r := range os {
+			os[r] = order(i*R+r, e)
+		}
+		for p := range j.k {
+			for _, o := range os {
+				g := o.At(p)
+				if localOf[g] < 0 {
+					localOf[g] = int32(len(no.files))
+					no.files = append(no.files, int32(g))
+				}
+				no.slots = append(no.slots, localOf[g])
+			}
+		}
+	}
+	for _, g := range no.files {
+		localOf[g] = -1
+	}
+	return no
+}
+
+// parallel runs do(0..n-1) on as many goroutines as Go runs at once;
+// with scratch, each goroutine gets its own size-long []int32 of -1.
+func parallel(n int, do func(i int, scratch []int32), scratch bool, size int) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var s []int32
+			if scratch {
+				s = make([]int32, size)
+				for i := range s {
+					s[i] = -1
+				}
+			}
+			for i := range next {
+				do(i, s)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
