@@ -18,6 +18,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -851,18 +853,18 @@ static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
 
 /* emit appends one event; when the ring is full it drops the event and
  * counts it: the leader is behind, and training must not wait for it. */
-static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs)
+static int emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs)
 {
 	struct augur_segment *seg = st.seg;
 	if (!seg)
-		return;
+		return 0;
 	struct augur_ring *r = &seg->ring;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 		if (head - tail >= AUGUR_RING_SLOTS) {
 			__atomic_fetch_add(&seg->counters.ring_dropped, 1, __ATOMIC_RELAXED);
-			return;
+			return 0;
 		}
 		if (__atomic_compare_exchange_n(&r->head, &head, head + 1, 1,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -884,6 +886,7 @@ static void emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *ab
 	memcpy(ev->path, abs, len);
 	ev->path[len] = 0;
 	__atomic_store_n(&ev->seq, head + 1, __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* ---- the descriptor table ---------------------------------------------- */
@@ -1148,11 +1151,54 @@ static int plain_source(const char *abs)
 	return 0;
 }
 
-/* pendingWaitNS bounds how long an open waits for a copy in flight
- * before it reads the original after all. */
-#define PENDING_WAIT_NS (200 * 1000 * 1000)
+/* futex_wait sleeps while *w is v, at most ns; futex_wake wakes every
+ * process sleeping on w. The segment is shared between processes: not
+ * FUTEX_PRIVATE. */
+static void futex_wait(uint32_t *w, uint32_t v, uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+	syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
+static void futex_wake(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
 
 static uint64_t now_ns(void);
+
+/* PENDING_WAIT_NS bounds how long an open waits for a copy in flight it
+ * did not ask for before it reads the original after all; REQUEST_WAIT_NS
+ * how long it waits for the copy it asked for: a whole file of at most
+ * wait_max bytes at the shared filesystem's pace, or the leader died. */
+#define PENDING_WAIT_NS (200ull * 1000 * 1000)
+#define REQUEST_WAIT_NS (30ull * 1000 * 1000 * 1000)
+
+/* leader_runs says whether the leader that answers requests still runs. */
+static int leader_runs(struct augur_segment *seg)
+{
+	pid_t pid = __atomic_load_n(&seg->leader.pid, __ATOMIC_ACQUIRE);
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* await_slot sleeps while slot p says the copy of the file hashed h is
+ * asked for or being made, until deadline. Every change of state away
+ * from those is followed by a wake; the sleeps are bounded all the same,
+ * to notice a leader that died (checked every 100 ms). */
+static void await_slot(struct augur_segment *seg, struct augur_pending *p, uint64_t h, uint64_t deadline)
+{
+	for (;;) {
+		uint32_t s = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) != h ||
+		    (s != AUGUR_PENDING_COPYING && s != AUGUR_PENDING_REQUESTED))
+			return;
+		uint64_t now = now_ns();
+		if (now >= deadline || !leader_runs(seg))
+			return;
+		uint64_t nap = deadline - now;
+		futex_wait(&p->state, s, nap < 100000000u ? nap : 100000000u);
+	}
+}
 
 /*
  * wait_pending waits while the leader is writing the copy of abs (see
@@ -1170,18 +1216,44 @@ static int wait_pending(const char *abs)
 	if (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) != h ||
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != AUGUR_PENDING_COPYING)
 		return 0;
-	uint64_t deadline = now_ns() + PENDING_WAIT_NS;
-	/* Naps grow from 50 us to 1 ms: a copy takes milliseconds, and many
-	 * readers polling fast would take the CPU the copies need. */
-	struct timespec nap = {0, 50 * 1000};
-	while (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) == h &&
-	       __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == AUGUR_PENDING_COPYING &&
-	       now_ns() < deadline) {
-		nanosleep(&nap, NULL);
-		if (nap.tv_nsec < 1000 * 1000)
-			nap.tv_nsec *= 2;
-	}
+	await_slot(seg, p, h, now_ns() + PENDING_WAIT_NS);
 	__atomic_fetch_add(&seg->leader.waited, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/*
+ * request_copy asks the leader for a copy of abs, which has none, and
+ * waits until it is published or refused; it reports whether it asked:
+ * the caller then looks for the copy again. The copy is the shared
+ * filesystem's one read of the file: a reader that read the original
+ * while the leader copied it would read it twice, and a client that keeps
+ * no page cache would fetch it twice (the reactive policy, wait_max). The
+ * leader wakes on the ring's bell, not at its next poll.
+ */
+static int request_copy(const char *abs)
+{
+	struct augur_segment *seg = st.seg;
+	if (!seg || !__atomic_load_n(&seg->leader.wait_max, __ATOMIC_ACQUIRE) ||
+	    strlen(abs) >= AUGUR_EVENT_PATH)
+		return 0;
+	uint64_t h = augur_fnv1a(abs);
+	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
+	uint32_t s = AUGUR_PENDING_NONE;
+	if (!__atomic_compare_exchange_n(&p->state, &s, AUGUR_PENDING_CLAIMED, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0; /* another file's copy holds the slot */
+	__atomic_store_n(&p->hash, h, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->state, AUGUR_PENDING_REQUESTED, __ATOMIC_RELEASE);
+	if (!emit(AUGUR_EV_REQUEST, -1, -1, 0, abs)) {
+		s = AUGUR_PENDING_REQUESTED;
+		__atomic_compare_exchange_n(&p->state, &s, AUGUR_PENDING_NONE, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		return 0;
+	}
+	__atomic_fetch_add(&seg->ring.bell, 1, __ATOMIC_RELEASE);
+	futex_wake(&seg->ring.bell);
+	await_slot(seg, p, h, now_ns() + REQUEST_WAIT_NS);
+	__atomic_fetch_add(&seg->leader.requested, 1, __ATOMIC_RELAXED);
 	return 1;
 }
 
@@ -1290,7 +1362,7 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 		int serve = leader_ready() && !(flags & O_NOATIME) &&
 			    (!(flags & O_NOFOLLOW) || plain_source(abs)) && !held(abs);
 		fd = serve ? open_copy(abs, flags & ~O_NOFOLLOW, &tier) : -1;
-		if (fd < 0 && serve && wait_pending(abs))
+		if (fd < 0 && serve && (wait_pending(abs) || request_copy(abs)))
 			fd = open_copy(abs, flags & ~O_NOFOLLOW, &tier);
 		AUGUR_ERRNO_RESTORE;
 		if (fd < 0)

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 14
+#define AUGUR_ABI_VERSION 15
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -33,6 +33,8 @@ enum {
 	AUGUR_EV_OPEN = 1,       /* a dataset file was opened read-only */
 	AUGUR_EV_CLOSE = 2,      /* a tracked descriptor was closed */
 	AUGUR_EV_INVALIDATE = 3, /* a dataset file was opened for writing */
+	AUGUR_EV_REQUEST = 4,    /* an open found no copy and waits while the
+				  * leader makes one (struct augur_pending) */
 };
 
 /* Event flags. */
@@ -90,6 +92,11 @@ struct augur_leader {
 				 * originals look for a new copy when it moves */
 	uint64_t inflight;      /* copies queued or being written */
 	uint64_t waited;        /* opens that waited for a copy in flight */
+	uint64_t wait_max;      /* an open that finds no copy of a file asks
+				 * the leader for one and waits for it (the
+				 * leader copies files of at most these bytes
+				 * at once); 0: opens never ask */
+	uint64_t requested;     /* opens that asked for their copy and waited */
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
 	uint64_t copies_held;   /* copies not made, or discarded: the file was being written */
@@ -134,13 +141,24 @@ struct augur_leader {
 };
 
 /*
- * Copies in flight, as a hint to readers: slot hash & (SLOTS-1) holds the
- * FNV-1a hash of a source whose copy the leader is writing. A reader that
- * finds no copy but its file here waits (bounded) for the copy instead of
- * reading the shared filesystem a second time. Only the leader writes;
- * a collision just loses the hint.
+ * Copies in flight: slot hash & (SLOTS-1) holds the FNV-1a hash of a
+ * source whose copy is being made. A reader that finds no copy but its
+ * file COPYING here waits (bounded) for the copy instead of reading the
+ * shared filesystem a second time. A reader that finds no copy and the
+ * slot free may ask for one (wait_max): it claims the slot (CLAIMED, by
+ * compare-and-swap from NONE), writes the hash, sets REQUESTED and sends
+ * an AUGUR_EV_REQUEST event; the leader answers COPYING (then NONE when
+ * the copy is published or abandoned) or NONE (no copy: the reader reads
+ * the original). Every change away from REQUESTED or COPYING is followed
+ * by a futex wake of state: readers sleep on it. Otherwise only the
+ * leader writes; a collision just loses the hint.
  */
-enum { AUGUR_PENDING_NONE = 0, AUGUR_PENDING_COPYING = 1 };
+enum {
+	AUGUR_PENDING_NONE = 0,
+	AUGUR_PENDING_COPYING = 1,
+	AUGUR_PENDING_REQUESTED = 2,
+	AUGUR_PENDING_CLAIMED = 3,
+};
 struct augur_pending {
 	uint64_t hash;
 	uint32_t state;
@@ -212,6 +230,10 @@ struct augur_ring {
 	char pad1[56];
 	uint64_t tail; /* next slot to read (leader only) */
 	char pad2[56];
+	uint32_t bell; /* bumped, and futex-woken, after an event someone
+			* waits on (AUGUR_EV_REQUEST): the leader sleeps on
+			* it when the ring is empty */
+	char pad3[60];
 	struct augur_event slots[AUGUR_RING_SLOTS];
 };
 

@@ -125,6 +125,7 @@ type job struct {
 	path string
 	size int64
 	tier int
+	src  *tiering.Source // opened by the caller (FetchOpened), or nil
 }
 
 // New starts the workers, as many as all tiers have copy threads. used[i]
@@ -173,23 +174,37 @@ func (p *Pool) Fetch(path string, size int64) bool {
 // come, unless the pool is closed first. The caller must not ask for a
 // copy the Source may fill from a node that waits on this one.
 func (p *Pool) FetchNow(ctx context.Context, path string, size int64) bool {
+	return p.fetchNow(ctx, job{path: path, size: size})
+}
+
+// FetchOpened is FetchNow of a source the caller opened (a reader waits
+// for its copy): the copy reads it, with no request of its own to the
+// shared filesystem to open and stat it again. FetchOpened closes src.
+func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source) bool {
+	return p.fetchNow(ctx, job{path: path, size: src.Stat.Size, src: src})
+}
+
+func (p *Pool) fetchNow(ctx context.Context, j job) bool {
 	p.mu.Lock()
-	pending, closed := p.pending[path], p.closed
+	pending, closed := p.pending[j.path], p.closed
 	p.mu.Unlock()
 	if pending || closed {
+		j.closeSource()
 		return pending
 	}
 	select {
 	case p.now <- struct{}{}:
 	case <-ctx.Done():
+		j.closeSource()
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	j := job{path: path, size: size, tier: p.tierLocked(size, 0)}
-	if p.closed || p.pending[path] || j.tier < 0 { // it may have changed while this waited
+	j.tier = p.tierLocked(j.size, 0)
+	if p.closed || p.pending[j.path] || j.tier < 0 { // it may have changed while this waited
 		<-p.now
-		return p.pending[path]
+		j.closeSource()
+		return p.pending[j.path]
 	}
 	p.reserveLocked(j)
 	p.wg.Add(1) // under mu, the pool not closed: before Close waits
@@ -199,6 +214,13 @@ func (p *Pool) FetchNow(ctx context.Context, path string, size int64) bool {
 		<-p.now
 	}()
 	return true
+}
+
+// closeSource closes the source the job's caller opened, if any.
+func (j *job) closeSource() {
+	if j.src != nil {
+		j.src.File.Close()
+	}
 }
 
 // FetchTo queues path for one tier, if it has room: the clairvoyant
@@ -341,6 +363,9 @@ func (p *Pool) copy(j job) {
 	// Any other error is the file's: the caller may try again later.
 	p.changedLocked()
 	p.mu.Unlock()
+	if !again {
+		j.closeSource()
+	}
 	if p.done != nil {
 		p.done(Result{Path: j.path, Tier: i, Bytes: n, Err: err, TierDown: down, Again: again, Peer: peer})
 	}
@@ -384,16 +409,25 @@ func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
 // from the shared filesystem.
 func (p *Pool) copyIn(tier *tiering.Tree, j job) (int64, bool, error) {
 	if p.source == nil {
-		n, err := tier.Publish(j.path)
+		n, err := publishFS(tier, j)
 		return n, false, err
 	}
 	if n, ok := p.fill(tier, j.path); ok {
 		return n, true, nil
 	}
 	done := p.source.BeginPFS(j.size)
-	n, err := tier.Publish(j.path)
+	n, err := publishFS(tier, j)
 	done(n)
 	return n, false, err
+}
+
+// publishFS publishes j's file in tier from the shared filesystem,
+// through the source its caller opened if there is one.
+func publishFS(tier *tiering.Tree, j job) (int64, error) {
+	if j.src != nil {
+		return tier.PublishSource(j.path, j.src)
+	}
+	return tier.Publish(j.path)
 }
 
 // errDeclined: the Source did not fill the copy.

@@ -33,7 +33,10 @@ type Config struct {
 	// Revalidate is how often, at most, the leader compares a served
 	// copy with its source during a job (0: at every open).
 	Revalidate time.Duration
-	Access     Access
+	// WaitMax is the largest file whose first reader waits for its copy
+	// under the reactive policy (0: none waits; see reactive).
+	WaitMax int64
+	Access  Access
 	// Peers is the job's membership across nodes (package peers); a job
 	// of one node has none.
 	Peers peers.Config
@@ -82,6 +85,13 @@ type Access struct {
 	Stage        int64  // bytes of the RAM tier for staged files (read once, then dropped)
 }
 
+// DefaultWaitMax is the reactive policy's wait_max: the largest file whose
+// first reader waits for the copy instead of reading the original beside
+// it. Waiting costs a reader that reads all of a file nothing (the copy
+// is the read it would make), and one that reads a small part of it the
+// rest of the file: up to 8 MiB, some 40 ms at 200 MB/s.
+const DefaultWaitMax = 8 << 20
+
 // DefaultHorizon is how many epochs placement considers when the job's
 // epoch count is not configured.
 const DefaultHorizon = 10
@@ -94,7 +104,10 @@ type fileConfig struct {
 	Policy     string `toml:"policy"`
 	Seed       *int64 `toml:"seed"`
 	Revalidate string `toml:"revalidate"`
-	Dataset    struct {
+	Reactive   struct {
+		WaitMax string `toml:"wait_max"`
+	} `toml:"reactive"`
+	Dataset struct {
 		Roots  []string `toml:"roots"`
 		Layout string   `toml:"layout"`
 	} `toml:"dataset"`
@@ -142,7 +155,7 @@ func (e *ConfigError) Error() string {
 
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
-	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second,
+	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, WaitMax: DefaultWaitMax,
 		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
 			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}, Peers: peers.Defaults()}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
@@ -187,6 +200,11 @@ func (c *Config) readFile(path string) error {
 	if fc.Revalidate != "" {
 		if c.Revalidate, err = parseDuration(fc.Revalidate); err != nil {
 			return fail("", 0, "revalidate", "revalidate: "+err.Error())
+		}
+	}
+	if fc.Reactive.WaitMax != "" {
+		if c.WaitMax, err = ParseSize(fc.Reactive.WaitMax); err != nil {
+			return fail("reactive", 0, "wait_max", "wait_max: "+err.Error())
 		}
 	}
 	c.Roots = fc.Dataset.Roots
@@ -356,6 +374,13 @@ func (c *Config) applyEnv() error {
 			return fmt.Errorf("AUGUR_REVALIDATE: %w", err)
 		}
 		c.Revalidate = d
+	}
+	if v := os.Getenv("AUGUR_WAIT_MAX"); v != "" {
+		n, err := ParseSize(v)
+		if err != nil {
+			return fmt.Errorf("AUGUR_WAIT_MAX: %w", err)
+		}
+		c.WaitMax = n
 	}
 	if v := os.Getenv("AUGUR_LOG"); v != "" {
 		level, file, _ := strings.Cut(v, ":")

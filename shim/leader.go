@@ -44,6 +44,7 @@ type Leader struct {
 	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
 	early   []Event        // opens and closes seen while planning, for the plan
 	peers   *peering       // nil: a job of one node, or this node could not join the others
+	bell    chan struct{}  // the ring's bell rang (doorbell): an event waits for an answer
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -76,7 +77,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
 		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(),
 		recheck: make(chan Event, backlog), dropped: make(chan dropped, backlog),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		bell: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
 	l.openTiers()
@@ -90,12 +91,19 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	case "clairvoyant":
 		l.plans = l.planInBackground()
 	}
+	wait := int64(0)
+	if l.react != nil && cfg.Policy == "reactive" {
+		wait = cfg.WaitMax
+	}
+	setU64(&seg.s.leader.wait_max, uint64(wait))
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	pruneJobs(seg.Job) // here, not later: a short command may end before a goroutine ran
 	for i := 0; i < revalidators; i++ {
 		l.workers.Add(1)
 		go l.revalidator()
 	}
+	l.workers.Add(1)
+	go l.doorbell()
 	go l.run()
 	return l, nil
 }
@@ -318,6 +326,7 @@ func (l *Leader) run() {
 			l.forget(d)
 		case <-reap.C:
 			l.seg.releaseDead()
+		case <-l.bell:
 		case <-tick.C:
 		}
 		if recount {
@@ -332,10 +341,54 @@ func (l *Leader) run() {
 	}
 }
 
+// doorbell turns the ring's bell (struct augur_ring) into a wake of run:
+// a reader that asked for a copy waits for it, and the copy must begin at
+// once, not at the next poll. It sleeps on the bell's futex, in bounded
+// naps so that it sees Close.
+func (l *Leader) doorbell() {
+	defer l.workers.Done()
+	bell := (*uint32)(unsafe.Pointer(&l.seg.s.ring.bell))
+	last := atomic.LoadUint32(bell)
+	for {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		futexWait(bell, last, reapInterval)
+		if v := atomic.LoadUint32(bell); v != last {
+			last = v
+			select {
+			case l.bell <- struct{}{}:
+			default: // run has a wake pending already
+			}
+		}
+	}
+}
+
+// request answers a reader's request for a copy (EvRequest): the
+// reactive policy makes it at once; anything else says no, and the
+// reader reads the original.
+func (l *Leader) request(ev Event) {
+	select {
+	case <-l.stop:
+		l.seg.clearCopying(ev.Path)
+		return
+	default:
+	}
+	if l.react == nil || ev.Truncated {
+		l.seg.clearCopying(ev.Path)
+		return
+	}
+	l.react.onRequest(ev)
+}
+
 // handle acts on one event; it reports whether tier usage must be
 // recounted.
 func (l *Leader) handle(ev Event) bool {
 	switch {
+	case ev.Kind == EvRequest: // a reader waits for the answer
+		l.request(ev)
 	case ev.Kind == EvInvalidate: // fetch the new content on its next read
 		switch {
 		case l.clair != nil:
@@ -421,6 +474,7 @@ const drainTimeout = 30 * time.Second
 // Close stops the leader and releases its locks. The segment stays, so
 // augur stat can show the job after it ended.
 func (l *Leader) Close() {
+	setU64(&l.seg.s.leader.wait_max, 0) // nobody left to answer: readers stop asking
 	close(l.stop)
 	<-l.done
 	l.workers.Wait()

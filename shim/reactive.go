@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/tiering"
@@ -16,9 +17,12 @@ import (
 // background to the fastest tier with room. Nothing is evicted: every
 // file is read every epoch, so churning costs more than it saves.
 //
-// The copy starts as soon as the open is seen, while the reader is still
-// reading the same pages, so the shared filesystem serves them once (the
-// copy reads them from the page cache).
+// A file of at most WaitMax bytes is copied before its first reader reads
+// it: the reader's open asks for the copy (EvRequest) and waits, and the
+// leader makes it at once (onRequest), so the shared filesystem serves
+// the file once, to the copy, whether or not its client keeps a page
+// cache. A larger file is read from the original while the queue copies
+// it: a reader that reads a small part of it must not wait for all of it.
 type reactive struct {
 	l     *Leader
 	pool  *fetchpool.Pool
@@ -104,8 +108,77 @@ func (r *reactive) fetch(path string) {
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
 	}
-	if r.pool.Fetch(path, st.Size) {
+	// A file too large to wait for is read from the original meanwhile:
+	// its next openers should not wait for its copy either.
+	if r.pool.Fetch(path, st.Size) && !r.tooLarge(st.Size) {
 		r.l.seg.markCopying(path)
+	}
+}
+
+// tooLarge says whether a reader should read a file of size bytes from
+// the original rather than wait for its copy.
+func (r *reactive) tooLarge(size int64) bool {
+	max := r.l.cfg.WaitMax
+	return max > 0 && size > max
+}
+
+// onRequest answers a reader that found no copy and waits for one
+// (EvRequest). The stat and the copy run beside the event loop, which
+// must not wait for the shared filesystem.
+func (r *reactive) onRequest(ev Event) {
+	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
+		// Queued, being copied, or copied and gone since: the pending
+		// table says which to a reader that looks, so this one reads
+		// the original rather than wait behind the queue.
+		r.l.seg.clearCopying(ev.Path)
+		return
+	}
+	go r.copyNow(ev.Path)
+}
+
+// requestWait bounds how long a requested copy waits for a turn of the
+// pool: as long as the reader waits (REQUEST_WAIT_NS in intercept.c).
+const requestWait = 30 * time.Second
+
+// copyNow makes the copy a reader waits for, at once and beside the
+// queue, and answers the reader: COPYING until the copy is published or
+// abandoned (done clears it), or at once no (the reader reads the
+// original). A file too large to wait for is queued as one opened from
+// the original.
+func (r *reactive) copyNow(path string) {
+	src, err := tiering.OpenSource(path)
+	if err != nil || src.Stat.Mode&unix.S_IFMT != unix.S_IFREG {
+		if src != nil {
+			src.File.Close()
+		}
+		r.known.Delete(path) // the reader's open says what is wrong; a later one asks again
+		r.l.seg.clearCopying(path)
+		return
+	}
+	size := src.Stat.Size
+	if tiering.Lookup(r.l.open, path, &src.Stat) >= 0 || r.tooLarge(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path) // there already, or read from the original
+		if r.tooLarge(size) {
+			r.pool.Fetch(path, size)
+		}
+		return
+	}
+	r.l.seg.markCopying(path) // before the copy can end, which clears it
+	// The reader opens the copy once it is in place, while the source is
+	// stat'ed again: that request is not in the reader's way.
+	// It is as fresh as a copy can be: the reader's open must not send
+	// a revalidator to the shared filesystem.
+	src.Placed = func() {
+		r.l.copied(path)
+		r.l.seg.clearCopying(path)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
+	defer cancel()
+	if !r.pool.FetchOpened(ctx, path, src) {
+		// No tier has room (nothing is evicted: later opens of the file
+		// are answered no at once), or the pool is closing.
+		r.l.seg.clearCopying(path)
 	}
 }
 

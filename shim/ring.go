@@ -15,6 +15,7 @@ const (
 	EvOpen       = C.AUGUR_EV_OPEN
 	EvClose      = C.AUGUR_EV_CLOSE
 	EvInvalidate = C.AUGUR_EV_INVALIDATE
+	EvRequest    = C.AUGUR_EV_REQUEST
 )
 
 // Event is one access reported by the data plane.

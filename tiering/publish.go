@@ -50,25 +50,81 @@ var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
 // nothing is published and the temporary file is removed. The caller must
 // hold the tier's Lock.
 func (tr *Tree) Publish(source string) (int64, error) {
+	src, err := OpenSource(source)
+	if err != nil {
+		return 0, err
+	}
+	defer src.File.Close()
+	return tr.PublishSource(source, src)
+}
+
+// A Source is a file to copy, opened (OpenSource) by whoever decides to
+// copy it, so that the copy makes no request of the shared filesystem
+// beyond the reader's own: open, fstat, reads and the fstat that checks
+// the source did not change. A client without caching sends each of
+// them to the servers.
+type Source struct {
+	File *os.File
+	Stat unix.Stat_t // through File, when it was opened
+	Link bool        // the path ends in a symlink (LinkXattr)
+	// Placed, if set, is called as soon as the copy is in place, before
+	// the source is checked again: a reader waiting for this copy reads
+	// it meanwhile. A copy the check then finds changed is removed; the
+	// writer that changed the file during the copy raced that reader as
+	// it would have raced a read of the original.
+	Placed func()
+}
+
+// OpenSource opens path for a copy. It opens without following a final
+// symlink first, and learns that way whether the path is one without a
+// separate lstat.
+func OpenSource(path string) (*Source, error) {
+	s := &Source{}
+	fd, err := openRead(path, unix.O_NOFOLLOW)
+	if errors.Is(err, unix.ELOOP) {
+		s.Link = true
+		fd, err = openRead(path, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.File = os.NewFile(uintptr(fd), path)
+	if err := unix.Fstat(fd, &s.Stat); err != nil {
+		s.File.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// PublishSource is Publish of a source the caller opened; it does not
+// close it. It reads with pread, so the descriptor's offset is not its
+// concern, and exactly the size src.Stat gives: the fstat after the copy
+// proves the file has that size still, and a read to EOF would cost a
+// client without caching one more request.
+func (tr *Tree) PublishSource(source string, src *Source) (int64, error) {
 	dir, leaf, err := copyRel(source)
 	if err != nil {
 		return 0, err
 	}
-	fd, err := openRead(source)
+	copyIn := func(dst *os.File) (int64, error) { return copyLoop(dst, src.File, src.Stat.Size) }
+	// The bytes are the descriptor's file's, whatever is renamed over
+	// source meanwhile: its stat is the one to compare.
+	fd := int(src.File.Fd())
+	restat := func(after *unix.Stat_t) error { return unix.Fstat(fd, after) }
+	link := func() bool { return src.Link }
+	if src.Placed == nil {
+		return tr.publish(source, dir, leaf, &src.Stat, link, copyIn, restat)
+	}
+	n, err := tr.publish(source, dir, leaf, &src.Stat, link, copyIn, nil)
 	if err != nil {
 		return 0, err
 	}
-	src := os.NewFile(uintptr(fd), source)
-	defer src.Close()
-	var before unix.Stat_t
-	if err := unix.Fstat(fd, &before); err != nil {
+	src.Placed()
+	if err := sameSource(restat, &src.Stat, n); err != nil {
+		tr.Remove(source)
 		return 0, err
 	}
-	copyIn := func(dst *os.File) (int64, error) { return copyLoop(dst, src) }
-	// The bytes are the descriptor's file's, whatever is renamed over
-	// source meanwhile: its stat is the one to compare.
-	restat := func(after *unix.Stat_t) error { return unix.Fstat(fd, after) }
-	return tr.publish(source, dir, leaf, &before, copyIn, restat)
+	return n, nil
 }
 
 // PublishFrom publishes a copy of source whose bytes fill writes instead
@@ -92,14 +148,19 @@ func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.Fi
 		return 0, err
 	}
 	restat := func(after *unix.Stat_t) error { return Stat(source, after) }
-	return tr.publish(source, dir, leaf, st, fill, restat)
+	link := func() bool {
+		var st unix.Stat_t
+		return unix.Lstat(source, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+	}
+	return tr.publish(source, dir, leaf, st, link, fill, restat)
 }
 
 // publish is the protocol shared by Publish and PublishFrom: source's
 // copy goes to files/dir/leaf, st is source's stat when the copy began,
-// fill writes the bytes and restat takes source's stat once they are
-// written.
-func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, fill func(*os.File) (int64, error), restat func(*unix.Stat_t) error) (int64, error) {
+// link says whether source ends in a symlink, fill writes the bytes and
+// restat takes source's stat once they are written (nil: the caller
+// checks the source after the copy is placed).
+func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() bool, fill func(*os.File) (int64, error), restat func(*unix.Stat_t) error) (int64, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, ErrNotRegular
 	}
@@ -112,9 +173,12 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, fill func(*os
 	if err != nil {
 		return 0, &TierError{err}
 	}
-	n, err := fillTemp(tmpfd, tmp, fill, source, st, tr.Fsync)
-	if err == nil {
+	n, err := fillTemp(tmpfd, tmp, fill, link, st, tr.Fsync)
+	if err == nil && restat != nil {
 		err = sameSource(restat, st, n)
+	}
+	if err == nil && n != st.Size {
+		err = ErrIncomplete
 	}
 	if err == nil {
 		err = tr.rename(tmpfd, tmp.Name(), dir, leaf)
@@ -148,13 +212,13 @@ func createTemp(dirfd int, dir string) (*os.File, error) {
 // holds the bytes fill reports, gives it the source's permission bits,
 // times and identity, syncs it if asked, and closes it. fill's errors are
 // returned as they are; errors finishing tmp are the tier's (TierError).
-func fillTemp(tmpfd int, tmp *os.File, fill func(*os.File) (int64, error), source string, st *unix.Stat_t, sync bool) (int64, error) {
+func fillTemp(tmpfd int, tmp *os.File, fill func(*os.File) (int64, error), link func() bool, st *unix.Stat_t, sync bool) (int64, error) {
 	n, err := fill(tmp)
 	if err == nil {
 		err = holds(tmp, n)
 	}
 	if err == nil {
-		if err = finish(tmpfd, tmp, source, st, sync); err != nil {
+		if err = finish(tmpfd, tmp, link(), st, sync); err != nil {
 			err = &TierError{err}
 		}
 	}
@@ -179,13 +243,15 @@ func holds(tmp *os.File, n int64) error {
 	return nil
 }
 
-func copyLoop(dst, src *os.File) (int64, error) {
+// copyLoop copies size bytes of src, from its start, into dst. It stops
+// short at EOF: the caller compares the count with the source's size.
+func copyLoop(dst, src *os.File, size int64) (int64, error) {
 	b := copyBufs.Get().(*[copyBuf]byte)
 	defer copyBufs.Put(b)
-	buf := b[:]
 	var n int64
-	for {
-		r, err := src.Read(buf)
+	for n < size {
+		buf := b[:min(int64(copyBuf), size-n)]
+		r, err := src.ReadAt(buf, n)
 		if r > 0 {
 			if _, werr := dst.Write(buf[:r]); werr != nil {
 				return n, &TierError{werr}
@@ -199,6 +265,7 @@ func copyLoop(dst, src *os.File) (int64, error) {
 			return n, err
 		}
 	}
+	return n, nil
 }
 
 // finish gives the copy its source's mode, times and identity, through
@@ -206,13 +273,15 @@ func copyLoop(dst, src *os.File) (int64, error) {
 // it reports them, except set-id bits and write permission for group and
 // others: a copy is never anyone else's to change (the data plane serves
 // none that is).
-func finish(tmpfd int, tmp *os.File, source string, src *unix.Stat_t, sync bool) error {
+func finish(tmpfd int, tmp *os.File, link bool, src *unix.Stat_t, sync bool) error {
 	fd := int(tmp.Fd())
 	if err := unix.Fchmod(fd, src.Mode&0o755); err != nil {
 		return err
 	}
 	setSourceIdent(fd, src)
-	markLink(fd, source)
+	if link {
+		unix.Fsetxattr(fd, LinkXattr, []byte{1}, 0)
+	}
 	times := []unix.Timespec{src.Atim, src.Mtim}
 	if err := unix.UtimesNanoAt(tmpfd, filepath.Base(tmp.Name()), times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
@@ -272,10 +341,3 @@ func setSourceIdent(fd int, src *unix.Stat_t) {
 // with O_NOFOLLOW must then fail as on the original, and the data plane
 // sends it there.
 const LinkXattr = "user.augur.link"
-
-func markLink(fd int, source string) {
-	var st unix.Stat_t
-	if unix.Lstat(source, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		unix.Fsetxattr(fd, LinkXattr, []byte{1}, 0)
-	}
-}

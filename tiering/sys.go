@@ -21,9 +21,9 @@ func Stat(path string, st *unix.Stat_t) error {
 	}
 }
 
-func openRead(path string) (int, error) {
+func openRead(path string, flags int) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|flags, 0)
 		if !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}
