@@ -62,3 +62,5 @@ func listFiles(dir string) (*files, error) {
 	}
 	return f, nil
 }
+
+func createFile(name string) (*os.File, error) { return os.Create(name) }

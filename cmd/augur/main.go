@@ -7,6 +7,7 @@
 //	augur check [--config F]            validate the configuration
 //	augur clean [--jobs]                remove tier copies and ended jobs' state
 //	augur pfsemu --source D --mount M   emulate a parallel filesystem
+//	augur sim [--nodes N] ...           simulate the job's I/O at scale
 package main
 
 import (
@@ -25,6 +26,7 @@ var commands = map[string]func(args []string) int{
 	"pfsemu": cmdPfsemu,
 	"plan":   cmdPlan,
 	"bench":  cmdBench,
+	"sim":    cmdSim,
 }
 
 const usage = `usage: augur <command> [flags]
@@ -41,6 +43,8 @@ commands:
         place and prefetch; --order prints a rank's predicted access sequence
   pfsemu --source DIR --mount MNT [...]   emulate a shared parallel filesystem (FUSE)
   bench [flags] [JOB.toml]   deep-learning I/O benchmark (ranks x forked C readers; see docs/bench.md)
+  sim   [--config F] [--nodes N] [--epochs E] [--policy P]... [--json F] [--png F]
+        simulate the job's I/O time under each policy, 4 to 1024 nodes (see docs/sim.md)
 
 warm and plan show their progress on stderr unless --quiet. Configuration comes
 from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables; see README.md.

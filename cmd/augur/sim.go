@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"strings"
+
+	"github.com/augur-hpc/augur/sim"
+)
+
+// cmdSim is augur sim: the job's I/O time under each policy, simulated
+// (package sim, docs/sim.md).
+func cmdSim(args []string) int { return runSim(args, os.Stdout, os.Stderr) }
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "TOML file of the job (defaults: NoPFS's Lassen parameters)")
+	nodes := fs.Int("nodes", 0, "nodes")
+	ranks := fs.Int("ranks-per-node", 0, "ranks per node")
+	epochs := fs.Int("epochs", 0, "epochs")
+	count := fs.Int("dataset-count", 0, "files in the dataset")
+	size := fs.String("dataset-size", "", "mean file size and standard deviation, like 0.1077MB,0.1MB")
+	dir := fs.String("dataset-dir", "", "simulate the files of this directory (ImageFolder) instead")
+	curve := fs.String("pfs-throughput", "", "the PFS's throughput by readers, like 1:330MB/s,8:2870MB/s")
+	var policies []string
+	fs.Func("policy", "a policy to simulate (repeat; default all: "+strings.Join(sim.Policies, ", ")+")", func(s string) error {
+		policies = append(policies, strings.Split(s, ",")...)
+		return nil
+	})
+	jsonOut := fs.String("json", "", "write the results as JSON to this file (- for stdout)")
+	pngOut := fs.String("png", "", "write stacked bars of compute and stall per policy to this PNG")
+	validate := fs.String("validate", "", "simulate make bench's scenarios and compare with this bench.json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "augur sim: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *validate != "" {
+		if err := sim.Validate(stdout, *validate, *pngOut); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	cfg := sim.Lassen()
+	if *config != "" {
+		if err := cfg.ReadFile(*config); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 1
+		}
+	}
+	if err := applyFlags(cfg, *nodes, *ranks, *epochs, *count, *size, *dir, *curve, policies); err != nil {
+		fmt.Fprintf(stderr, "augur sim: %v\n", err)
+		return 2
+	}
+	res, err := sim.Run(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "augur sim: %v\n", err)
+		return 1
+	}
+	if *jsonOut != "-" {
+		sim.WriteTable(stdout, res)
+	}
+	if *jsonOut != "" {
+		data, _ := json.MarshalIndent(res, "", "  ")
+		data = append(data, '\n')
+		if *jsonOut == "-" {
+			stdout.Write(data)
+		} else if err := os.WriteFile(*jsonOut, data, 0o644); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 1
+		}
+	}
+	if *pngOut != "" {
+		if err := sim.Plot(*pngOut, []sim.Panel{{Title: fmt.Sprintf("%d nodes", cfg.Nodes), Result: res}}); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// applyFlags sets what the flags give over the configuration.
+func applyFlags(cfg *sim.Config, nodes, ranks, epochs, count int, size, dir, curve string, policies []string) error {
+	for _, f := range []struct {
+		dst *int
+		v   int
+	}{{&cfg.Nodes, nodes}, {&cfg.RanksPerNode, ranks}, {&cfg.Epochs, epochs}, {&cfg.Dataset.Count, count}} {
+		if f.v != 0 {
+			*f.dst = f.v
+		}
+	}
+	if size != "" {
+		mean, sigma, _ := strings.Cut(size, ",")
+		m, err := sim.ParseSize(mean)
+		if err != nil {
+			return err
+		}
+		cfg.Dataset.Mean, cfg.Dataset.Sigma = m, 0
+		if sigma != "" {
+			if cfg.Dataset.Sigma, err = sim.ParseSize(sigma); err != nil {
+				return err
+			}
+		}
+	}
+	if dir != "" {
+		cfg.Dataset.Dir = dir
+	}
+	if curve != "" {
+		c, err := sim.ParseCurve(curve)
+		if err != nil {
+			return err
+		}
+		cfg.PFS.Curve = c
+	}
+	if policies != nil {
+		cfg.Policies = policies
+	}
+	return nil
+}
+
+
