@@ -3,6 +3,7 @@
 #   make test     every test: test packages, go.mod tidy, C strictness, Go unit
 #                 tests with -race, integration
 #   make demo     a training-style reader with and without the shim
+#   make sim-validate  augur sim against make bench's measured figures
 GO      ?= go
 BUILD   := build
 TAGS    := netgo,osusergo
@@ -79,3 +80,10 @@ $(BUILD)/dlreader: bench/c/dlreader.c
 
 bench: build $(BUILD)/dlreader
 	$(GO) run ./bench/compare -out bench/results
+
+# augur sim against what make bench measured (bench/results/bench.json,
+# read as it is): simulated beside measured for every configuration and
+# epoch, the largest deviation last. See docs/sim.md.
+.PHONY: sim-validate
+sim-validate:
+	$(GO) run ./cmd/augur sim --validate bench/results/bench.json --png bench/results/sim-validate.png

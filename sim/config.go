@@ -33,7 +33,7 @@ type Config struct {
 }
 
 // Dataset is a synthetic dataset of Count files whose sizes are drawn
-// from a normal distribution (Mean, Sigma; redrawn below 1 KiB), or the
+// from a log-normal distribution of mean Mean and deviation Sigma, or the
 // files of an existing directory as an ImageFolder lists them (Dir).
 type Dataset struct {
 	Count       int

@@ -23,10 +23,14 @@ func (r *runner) prefetch(i int, t float64) {
 	ns, no := &r.nodes[i], r.j.nodes[i]
 	reading := r.readingAt(i)
 	limit := reading + r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode
-	for ns.pending < r.cfg.Prefetch.Pending && ns.q < len(no.slots) && ns.q < limit {
-		f := no.slots[ns.q]
+	for ns.pending < r.cfg.Prefetch.Pending && ns.q < len(ns.fetches) {
+		slot := int(ns.fetches[ns.q])
+		if slot >= limit {
+			return
+		}
+		f := no.slots[slot]
 		tier := ns.tier[f]
-		if ns.land[f] != inf || (tier < 0 && ns.q < reading) {
+		if ns.land[f] != inf || (tier < 0 && slot < reading) {
 			ns.q++
 			continue
 		}

@@ -2,14 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 
 	"github.com/augur-hpc/augur/seed"
 )
-
-// minSize is the smallest synthetic file: draws below it are drawn again.
-const minSize = 1 << 10
 
 // files is a dataset as the simulator sees it: each file's size, by
 // dataset index, and its path (for HVAC's ownership, a hash of it).
@@ -27,14 +25,14 @@ func makeFiles(d Dataset, seedv int64) (*files, error) {
 	}
 	r := rand.New(rand.NewPCG(uint64(seedv), 0x5eed))
 	f := &files{sizes: make([]int32, d.Count), path: func(i int) string { return fmt.Sprintf("/dataset/train/%08d.jpg", i) }}
+	// Log-normal with the given mean and deviation: NoPFS's σ is about
+	// its mean, where a normal distribution would go below zero one
+	// time in seven, and truncating it would raise the mean by a quarter.
+	s2 := math.Log(1 + d.Sigma*d.Sigma/(d.Mean*d.Mean))
+	mu := math.Log(d.Mean) - s2/2
 	for i := range f.sizes {
-		v := d.Mean
-		for d.Sigma > 0 {
-			if v = d.Mean + d.Sigma*r.NormFloat64(); v >= minSize {
-				break
-			}
-		}
-		f.sizes[i] = int32(min(v, 1<<31-1))
+		v := math.Exp(mu + math.Sqrt(s2)*r.NormFloat64())
+		f.sizes[i] = int32(min(max(v, 1), 1<<31-1))
 		f.bytes += int64(f.sizes[i])
 	}
 	return f, nil

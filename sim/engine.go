@@ -68,7 +68,11 @@ type nodeState struct {
 	used      []int64   // per tier: bytes of copies
 	busy      []int     // per tier: copies being made
 	pending   int
-	q         int // the next read the prefetcher considers
+	// fetches are the reads the prefetcher considers, in order: each
+	// file's first read, and every read of a file staged (not placed);
+	// q is the next. Placed files' later reads need no copy.
+	fetches   []int32
+	q         int
 	stageUsed int64
 	copyQ     []int32 // reactive: local files to copy, in order of first read
 	copyHead  int
@@ -129,6 +133,9 @@ func newRunner(j *job, pol string) *runner {
 			}
 		}
 		ns.used = make([]int64, len(cfg.Tiers))
+		if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
+			ns.fetches = fetchesOf(no, ns.tier)
+		}
 		ns.busy = make([]int, len(cfg.Tiers))
 	}
 	r.ranks = make([]rankState, cfg.Nodes*R)
@@ -147,6 +154,21 @@ func newRunner(j *job, pol string) *runner {
 		}
 	}
 	return r
+}
+
+// fetchesOf lists the reads of no that may need a copy under the
+// placement tier: a placed file's first, a staged file's every one.
+func fetchesOf(no *nodeOrder, tier []int8) []int32 {
+	seen := make([]uint64, (len(no.files)+63)/64)
+	var out []int32
+	for k, f := range no.slots {
+		bit := uint64(1) << (f % 64)
+		if tier[f] < 0 || seen[f/64]&bit == 0 {
+			seen[f/64] |= bit
+			out = append(out, int32(k))
+		}
+	}
+	return out
 }
 
 func infs(n int) []float64 {
