@@ -46,6 +46,14 @@ func (r *runner) prefetch(i int, t float64) {
 		if tier < 0 {
 			ns.stageUsed += size
 		}
+		if r.mustWait(i, g, t) {
+			ns.busy[target]++
+			ns.pending++
+			ns.land[f] = queued
+			r.awaitHolder(i, f, t, t)
+			ns.q++
+			continue
+		}
 		land := r.fetch(i, target, g, float64(size), t)
 		ns.land[f] = land
 		if r.peer && int(r.j.holder[g]) == i {
@@ -53,6 +61,41 @@ func (r *runner) prefetch(i int, t float64) {
 		}
 		ns.q++
 	}
+}
+
+// Waiting for the holder (shim's peering.await and the holder's
+// awaitHeld): a copy of a file another node holds waits, its thread with
+// it, polling every 5 ms for at most 5 s, until that node has its copy
+// (in the first epoch also while that node has not begun it). Then it
+// comes from that node, else from the PFS. Waiting here rather than
+// booking the link for when the holder's copy lands keeps the links
+// reserved in time order.
+const (
+	holderPoll = 0.005
+	holderWait = 5.0
+)
+
+// mustWait says whether node i's copy of g must wait at t for its holder.
+func (r *runner) mustWait(i int, g int32, t float64) bool {
+	if !r.peer {
+		return false
+	}
+	h, land := int(r.j.holder[g]), r.holdLand[g]
+	return h >= 0 && h != i && land > t && (land != inf || r.e == 0)
+}
+
+// awaitHolder goes on with node i's waiting copy of local file f at t.
+func (r *runner) awaitHolder(i int, f int32, since, t float64) {
+	ns := &r.nodes[i]
+	g := r.j.nodes[i].files[f]
+	if r.mustWait(i, g, t) && t-since < holderWait {
+		r.waitAt(t+holderPoll, i, f, since)
+		return
+	}
+	target := max(int(ns.tier[f]), 0)
+	ns.busy[target]--
+	ns.pending--
+	ns.land[f] = r.fetch(i, target, g, float64(r.j.ds.sizes[g]), t)
 }
 
 // readingAt is the read of node i's order its slowest rank is at.
@@ -95,7 +138,7 @@ func (r *runner) fetch(i, target int, g int32, size, t float64) float64 {
 func (r *runner) source(i int, g int32, size, t float64) int {
 	switch {
 	case r.peer:
-		if h := int(r.j.holder[g]); h >= 0 && h != i && r.holdLand[g] != inf {
+		if h := int(r.j.holder[g]); h >= 0 && h != i && r.holdLand[g] <= t {
 			return h
 		}
 	case r.ownLand != nil:

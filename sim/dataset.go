@@ -32,7 +32,7 @@ func makeFiles(d Dataset, seedv int64) (*files, error) {
 	mu := math.Log(d.Mean) - s2/2
 	for i := range f.sizes {
 		v := math.Exp(mu + math.Sqrt(s2)*r.NormFloat64())
-		f.sizes[i] = int32(min(max(v, 1), 1<<31-1))
+		f.sizes[i] = int32(min(max(math.Round(v), 1), 1<<31-1))
 		f.bytes += int64(f.sizes[i])
 	}
 	return f, nil

@@ -22,6 +22,7 @@ const (
 	evReady          // worker a's batch b is ready
 	evCompute        // rank a finished computing its step
 	evCopy           // node a's copy into tier b&0xff landed (b&pfsFlag: it read the PFS)
+	evWait           // node a's copy of local file b waits for the node that holds it
 )
 
 const pfsFlag = 1 << 8
@@ -63,11 +64,11 @@ type runner struct {
 }
 
 type nodeState struct {
-	land      []float64 // per local file: when its copy lands (inf: none; queued)
-	tier      []int8    // per local file: the tier of its copy (-1: staged)
-	used      []int64   // per tier: bytes of copies
-	busy      []int     // per tier: copies being made
-	pending   int
+	land    []float64 // per local file: when its copy lands (inf: none; queued)
+	tier    []int8    // per local file: the tier of its copy (-1: staged)
+	used    []int64   // per tier: bytes of copies
+	busy    []int     // per tier: copies being made
+	pending int
 	// fetches are the reads the prefetcher considers, in order: each
 	// file's first read, and every read of a file staged (not placed);
 	// q is the next. Placed files' later reads need no copy.
@@ -184,6 +185,11 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 	r.h.push(event{t: t, seq: r.seq, kind: kind, a: int32(a), b: int32(b)})
 }
 
+func (r *runner) waitAt(t float64, node int, f int32, since float64) {
+	r.seq++
+	r.h.push(event{t: t, seq: r.seq, kind: evWait, a: int32(node), b: f, since: since})
+}
+
 // run simulates every epoch.
 func (r *runner) run() []EpochStats {
 	r.startEpoch(0, 0)
@@ -198,6 +204,8 @@ func (r *runner) run() []EpochStats {
 			r.computed(ev.t)
 		case evCopy:
 			r.copied(int(ev.a), int(ev.b), ev.t)
+		case evWait:
+			r.awaitHolder(int(ev.a), int32(ev.b), ev.since, ev.t)
 		}
 	}
 	return r.Epochs

@@ -3,10 +3,11 @@ package sim
 // event is something that happens at t to an actor: a worker, a rank or
 // a node's copy pool (kind says which; a and b name it).
 type event struct {
-	t    float64
-	seq  uint64 // ties in order of scheduling: runs are repeatable
-	kind uint8
-	a, b int32
+	t     float64
+	seq   uint64 // ties in order of scheduling: runs are repeatable
+	kind  uint8
+	a, b  int32
+	since float64 // evWait: when the wait began
 }
 
 // events is a binary min-heap by time. One heap for the whole job: its

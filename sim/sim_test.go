@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/augur-hpc/augur/shim"
+)
+
+// small is a job where every policy differs: 4 nodes of 2 ranks, tiers
+// that hold a third of the dataset per node, a PFS slower than compute.
+func small() *Config {
+	c := Lassen()
+	c.Nodes, c.RanksPerNode, c.Epochs = 4, 2, 3
+	c.Dataset = Dataset{Count: 4000, Mean: 100 * kB, Sigma: 50 * kB}
+	c.Loop = Loop{Batch: 16, Workers: 2, Prefetch: 2, Compute: 0.01}
+	c.Tiers = []Tier{{Capacity: 60 * mB, Bandwidth: 2 * gB, Threads: 8}, {Capacity: 80 * mB, Bandwidth: 1 * gB, Threads: 4}}
+	c.Prefetch.Stage = 0
+	c.PFS = PFS{Curve: []CurvePoint{{1, 100 * mB}, {8, 200 * mB}}, Latency: 0.002}
+	c.Net = Net{Bandwidth: 500 * mB}
+	return c
+}
+
+func run(t *testing.T, c *Config) *Result {
+	t.Helper()
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestPerfectIsTheBound(t *testing.T) {
+	res := run(t, small())
+	perfect := res.Policy("perfect")
+	for _, p := range res.Policies {
+		for e, ep := range p.Epochs {
+			if ep.Seconds < perfect.Epochs[e].Seconds-1e-9 {
+				t.Errorf("%s epoch %d: %.3fs, faster than perfect's %.3fs", p.Policy, e+1, ep.Seconds, perfect.Epochs[e].Seconds)
+			}
+		}
+	}
+}
+
+// One reader, one file at a time, no compute: an epoch is the dataset's
+// bytes at the PFS's rate plus its latency per file.
+func TestPFSIsItsAnalyticTime(t *testing.T) {
+	c := Lassen()
+	c.Nodes, c.Epochs, c.Policies = 1, 2, []string{"pfs"}
+	c.Dataset = Dataset{Count: 500, Mean: 1 * mB}
+	c.Loop = Loop{Batch: 1, Workers: 1, Prefetch: 1}
+	c.PFS = PFS{Curve: []CurvePoint{{1, 250 * mB}}, Latency: 0.001}
+	res := run(t, c)
+	want := 500 * (1*mB/(250*mB) + 0.001)
+	for _, ep := range res.Policies[0].Epochs {
+		if math.Abs(ep.Seconds-want) > 1e-6 {
+			t.Errorf("epoch %d: %.6fs, want %.6fs", ep.Epoch, ep.Seconds, want)
+		}
+		if ep.PFSBytes != res.Bytes {
+			t.Errorf("epoch %d read %d bytes of the PFS, want the dataset's %d", ep.Epoch, ep.PFSBytes, res.Bytes)
+		}
+	}
+}
+
+// With peers and room for the dataset in all, the job reads the PFS
+// little more than once; alone, each node reads what it reads anew.
+func TestPeersReadThePFSAboutOnce(t *testing.T) {
+	c := small()
+	c.Tiers[0].Capacity = 200 * mB // the nodes hold the dataset twice over in all
+	c.Loop.Compute = 0.1           // and the PFS keeps up with the job: no reader overtakes its prefetcher
+	c.Policies = []string{"clairvoyant", "clairvoyant+peers"}
+	res := run(t, c)
+	pfs := func(p string) float64 {
+		var b int64
+		for _, e := range res.Policy(p).Epochs {
+			b += e.PFSBytes
+		}
+		return float64(b) / float64(res.Bytes)
+	}
+	alone, peers := pfs("clairvoyant"), pfs("clairvoyant+peers")
+	if peers < 1 || peers > 1.25 {
+		t.Errorf("with peers the PFS served %.2fx the dataset over 3 epochs, want about 1", peers)
+	}
+	if alone < 1.5*peers {
+		t.Errorf("alone %.2fx the dataset, with peers %.2fx: peers should save", alone, peers)
+	}
+}
+
+// The placement the simulator runs is shim's: the same as augur plan
+// --nodes computes for a walked directory (Prediction.PlaceNodes).
+func TestPlacementIsShims(t *testing.T) {
+	root := t.TempDir()
+	for i := range 300 {
+		p := filepath.Join(root, fmt.Sprintf("c%d", i%5), fmt.Sprintf("%04d.jpg", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, make([]byte, 1000+(i*7919)%5000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := small()
+	c.Dataset = Dataset{Dir: root}
+	c.Nodes, c.RanksPerNode, c.Epochs, c.Seed = 3, 2, 4, 7
+	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 120_000, 90_000
+	c.Policies = []string{"clairvoyant+peers"}
+	ds, err := makeFiles(c.Dataset, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := newJob(c, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 6, RanksPerNode: 2, Epochs: 4}
+	p, err := shim.Predict(&shim.Config{Roots: []string{root}, Seed: 7, Access: a}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jp, err := p.PlaceNodes(a, p.Sizes(nil), []int64{120_000, 90_000}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := 0
+	for n, np := range jp.Nodes {
+		got := make([]int8, p.Len())
+		for i := range got {
+			got[i] = -1
+		}
+		for f, g := range j.nodes[n].files {
+			got[g] = j.nodes[n].tierPeers[f]
+		}
+		for i, want := range np.Tier {
+			if got[i] != want {
+				t.Fatalf("node %d file %d: sim places it in tier %d, augur plan in %d", n, i, got[i], want)
+			}
+			if want >= 0 {
+				placed++
+			}
+		}
+	}
+	if placed == 0 || placed == 3*p.Len() {
+		t.Fatalf("%d placements: the test needs tiers that hold some files, not all", placed)
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "job.toml")
+	os.WriteFile(f, []byte(`nodes = 16
+policies = ["pfs", "clairvoyant"]
+[dataset]
+count = 1000
+size = "2MB"
+[[tier]]
+capacity = "1GB"
+bandwidth = "10GB/s"
+threads = 4
+[pfs]
+throughput = ["1:100MB/s", "4:300MB/s"]
+latency = "1ms"
+`), 0o644)
+	c := Lassen()
+	if err := c.ReadFile(f); err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes != 16 || c.Dataset.Count != 1000 || c.Dataset.Mean != 2*mB || len(c.Tiers) != 1 ||
+		c.Tiers[0].Capacity != gB || len(c.PFS.Curve) != 2 || c.PFS.Curve[1].Rate != 300*mB || c.PFS.Latency != 0.001 {
+		t.Fatalf("read %+v", c)
+	}
+	os.WriteFile(f, []byte("nodes = 2\nbogus = 1\n"), 0o644)
+	if err := Lassen().ReadFile(f); err == nil {
+		t.Fatal("an unknown key was accepted")
+	}
+}
