@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestSimCommand(t *testing.T) {
+	var out, errs bytes.Buffer
+	if rc := runSim([]string{"--nodes", "2", "--epochs", "2", "--dataset-count", "500", "--dataset-size", "1MB,0.2MB",
+		"--policy", "pfs,perfect", "--json", "-"}, &out, &errs); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errs.String())
+	}
+	var res struct {
+		Nodes    int `json:"nodes"`
+		Policies []struct {
+			Policy string            `json:"policy"`
+			Epochs []json.RawMessage `json:"epochs"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json -: %v\n%s", err, out.String())
+	}
+	if res.Nodes != 2 || len(res.Policies) != 2 || len(res.Policies[1].Epochs) != 2 {
+		t.Fatalf("got %+v", res)
+	}
+	out.Reset()
+	if rc := runSim([]string{"--nodes", "2", "--dataset-count", "100", "--policy", "perfect"}, &out, &errs); rc != 0 ||
+		!strings.Contains(out.String(), "| perfect |") {
+		t.Fatalf("exit %d, table:\n%s", rc, out.String())
+	}
+	errs.Reset()
+	if rc := runSim([]string{"--policy", "bogus"}, &out, &errs); rc == 0 || !strings.Contains(errs.String(), "bogus") {
+		t.Fatalf("a bogus policy: exit %d, %q", rc, errs.String())
+	}
+}
