@@ -125,5 +125,3 @@ func applyFlags(cfg *sim.Config, nodes, ranks, epochs, count int, size, dir, cur
 	}
 	return nil
 }
-
-
