@@ -53,6 +53,7 @@ type Stats struct {
 	CopyRate      float64       `json:"copy_bytes_per_second"`
 	InFlight      uint64        `json:"copies_in_flight"`
 	Waited        uint64        `json:"opens_waited_for_copy"`
+	Requested     uint64        `json:"opens_asked_for_copy"`
 	Migrated      uint64        `json:"descriptors_moved"`
 	UptimeSeconds float64       `json:"leader_uptime_seconds"`
 	Predicted     uint64        `json:"predicted_files"`
@@ -130,6 +131,7 @@ func (s *Segment) Stats() Stats {
 		CopyBytes:     u64(&l.copy_bytes),
 		InFlight:      u64(&l.inflight),
 		Waited:        u64(&l.waited),
+		Requested:     u64(&l.requested),
 		Migrated:      u64(&c.migrated),
 		Predicted:     u64(&l.predicted),
 		Sized:         u64(&l.sized),

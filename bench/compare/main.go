@@ -75,6 +75,10 @@ type scenario struct {
 	Name  string `json:"name"`
 	About string `json:"about"`
 	Bytes int64  `json:"bytes"` // dataset size, before scaling
+	// DirectIO: the PFS client keeps no page cache (pfsemu --direct-io);
+	// else it keeps one, dropped between epochs. Every scenario runs in
+	// both modes.
+	DirectIO bool `json:"direct_io"`
 }
 
 const (
@@ -85,9 +89,9 @@ const (
 )
 
 var scenarios = []scenario{
-	{"S1", "fits the RAM tier", 40 * mib},
-	{"S2", "2x the RAM tier, fits RAM+disk", 2 * ramTier},
-	{"S3", "larger than all tiers", 2 * (ramTier + diskTier) * 2 / 3},
+	{Name: "S1", About: "fits the RAM tier", Bytes: 40 * mib},
+	{Name: "S2", About: "2x the RAM tier, fits RAM+disk", Bytes: 2 * ramTier},
+	{Name: "S3", About: "larger than all tiers", Bytes: 2 * (ramTier + diskTier) * 2 / 3},
 }
 
 // workload is what every configuration runs: DDP-like, 2 ranks of 2
@@ -104,12 +108,16 @@ func workload() dlbench.Workload {
 // drops it between epochs (dropCaches), as a dataset larger than the
 // client's memory would: every epoch's reads reach the PFS, while a file
 // read twice at the same moment (by a reader and by augur's copier) is
-// served once, as on a real client.
-func pfsOptions(src, mnt string) pfsemu.Options {
+// served once, as on a real client. With direct, the client keeps no
+// page cache at all (a node whose memory training takes, or a mount
+// without client caching): every read reaches the PFS; attributes are
+// cached alike in both modes.
+func pfsOptions(src, mnt string, direct bool) pfsemu.Options {
 	o := pfsemu.DefaultOptions(src, mnt)
 	o.Bandwidth = 150 * mib
 	ct := time.Second
 	o.CacheTimeout = &ct
+	o.DirectIO = direct
 	return o
 }
 
@@ -168,6 +176,8 @@ type report struct {
 	Scenarios []*scenarioResult `json:"scenarios"`
 	Policies  map[string]string `json:"policies"`        // policy → "available" or why not
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
+	// FirstEpoch is R1, per PFS mode and read mode.
+	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
 	PyTorch   *pytorchResult    `json:"pytorch,omitempty"`
 	Learning  []*learnSetup     `json:"learning,omitempty"`
 	Notes     []string          `json:"notes"`
@@ -230,10 +240,10 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 	start := time.Now()
 	rep := &report{Started: start.UTC(), Command: "make bench", Workload: workload(), Policies: map[string]string{},
 		Host: map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "kernel": kernel()}}
-	o := pfsOptions("", "")
+	o := pfsOptions("", "", false)
 	rep.PFS = map[string]any{"open_latency": o.OpenLatency.String(), "read_latency": o.ReadLatency.String(),
-		"meta_latency": o.MetaLatency.String(), "bandwidth": pfsemu.FormatRate(o.Bandwidth), "direct_io": o.DirectIO,
-		"cache_timeout": o.CacheTimeout.String()}
+		"meta_latency": o.MetaLatency.String(), "bandwidth": pfsemu.FormatRate(o.Bandwidth),
+		"direct_io": "both: each scenario's direct_io", "cache_timeout": o.CacheTimeout.String()}
 	rep.Notes = notes
 	for _, c := range configs {
 		if c.policy == "" {
@@ -244,7 +254,7 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 		}
 	}
 	fmt.Printf("make bench: workload %s\n", rep.Workload.Describe())
-	fmt.Printf("emulated PFS: open %v, read %v, meta %v, %s shared, direct I/O; tiers: RAM %s, disk %s\n",
+	fmt.Printf("emulated PFS: open %v, read %v, meta %v, %s shared, with a page cache and with direct I/O; tiers: RAM %s, disk %s\n",
 		o.OpenLatency, o.ReadLatency, o.MetaLatency, pfsemu.FormatRate(o.Bandwidth),
 		fmtMiB(e.sized(ramTier)), fmtMiB(e.sized(diskTier)))
 	for _, c := range configs {
@@ -257,12 +267,22 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 		if only != "" && !strings.Contains(","+only+",", ","+s.Name+",") {
 			continue
 		}
-		sr, err := e.runScenario(s, rep.Policies, prog)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.Name, err)
+		for _, direct := range []bool{false, true} {
+			s.DirectIO = direct
+			sr, err := e.runScenario(s, rep.Policies, prog)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			rep.Scenarios = append(rep.Scenarios, sr)
+			printScenario(os.Stdout, sr)
 		}
-		rep.Scenarios = append(rep.Scenarios, sr)
-		printScenario(os.Stdout, sr)
+	}
+	if only == "" || strings.Contains(","+only+",", ",R1,") {
+		fr, err := e.runFirstEpoch(prog)
+		if err != nil {
+			return err
+		}
+		rep.FirstEpoch = fr
 	}
 	if only == "" || strings.Contains(","+only+",", ",S4,") {
 		nr, err := e.runNodes(rep.Policies, prog)
@@ -311,6 +331,9 @@ func writeTables(name string, rep *report) error {
 	for _, sr := range rep.Scenarios {
 		printScenario(&b, sr)
 	}
+	for _, fr := range rep.FirstEpoch {
+		printFirstEpoch(&b, fr)
+	}
 	printNodes(&b, rep.Nodes)
 	if rep.PyTorch != nil {
 		printPyTorch(&b, rep.PyTorch)
@@ -324,7 +347,8 @@ func writeTables(name string, rep *report) error {
 var notes = []string{
 	"Every configuration runs the same C reader (bench/c/dlreader.c) with the same DistributedSampler order.",
 	"The page cache is dropped before every configuration, and again after augur warm, so epoch 1 starts cold everywhere.",
-	"The emulated PFS uses direct I/O, so every epoch's reads reach it; local disk and tiers keep the page cache (the datasets are scaled down and fit it), which flatters local and the disk tier in epochs 2-3.",
+	"Each scenario runs twice: the emulated PFS's client with a page cache, dropped before every epoch (a dataset larger than the client's memory), and with direct I/O (no client cache at all); either way every epoch's reads reach the PFS. Local disk and tiers keep the page cache (the datasets are scaled down and fit it), which flatters local and the disk tier in epochs 2-3.",
+	"R1 is MONARCH's best case (one reader, 320 files of 128 KiB, same order for 3 epochs, no compute) under `augur pfsemu`'s defaults in both modes, no augur and augur's reactive policy interleaved for 3 rounds: medians.",
 	"Compute is a sleep per batch (an accelerator); JPEG decoding cost appears only in the PyTorch comparison.",
 	"augur-warm's total includes the augur warm time; its PFS traffic is reported as warm_pfs.",
 }

@@ -111,7 +111,7 @@ func (e *env) newPyRig(data, dir, name string) (*pyRig, error) {
 	if err := os.MkdirAll(filepath.Dir(g.ram), 0o700); err != nil { // augur makes only the tier itself
 		return nil, err
 	}
-	g.popts = pfsOptions(data, g.mnt)
+	g.popts = pfsOptions(data, g.mnt, false)
 	if g.srv, err = pfsemu.Mount(g.popts); err != nil {
 		return nil, err
 	}

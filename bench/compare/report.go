@@ -56,9 +56,13 @@ func tierHits(r *run) string {
 // printScenario prints one scenario's table: per-epoch times, the
 // totals, ratios against local and pfs, stall and PFS operations.
 func printScenario(w io.Writer, sr *scenarioResult) {
-	fmt.Fprintf(w, "\n%s: %s — %s; tiers RAM %s + disk %s\n", sr.Name, sr.About, sr.Dataset,
-		fmtMiB(sr.RAMTier), fmtMiB(sr.DiskTier))
-	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | warm | total | x local | pfs / this | stall | p99 read | PFS opens | PFS MB | tier hits |\n")
+	mode := "the PFS client with a page cache, dropped before every epoch"
+	if sr.DirectIO {
+		mode = "the PFS client with direct I/O (no page cache)"
+	}
+	fmt.Fprintf(w, "\n%s: %s — %s; tiers RAM %s + disk %s; %s\n", sr.Name, sr.About, sr.Dataset,
+		fmtMiB(sr.RAMTier), fmtMiB(sr.DiskTier), mode)
+	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | warm | total | x local | pfs / this | stall | p99 read | PFS opens | PFS MB by epoch | tier hits |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	local, pfs := find(sr.Runs, "local"), find(sr.Runs, "pfs")
 	for _, r := range sr.Runs {
@@ -72,7 +76,8 @@ func printScenario(w io.Writer, sr *scenarioResult) {
 		}
 		row := []string{r.Config}
 		var stall, p99 float64
-		var opens, bytes int64
+		var opens int64
+		var bytes []string
 		for i := 0; i < 3; i++ {
 			if i < len(r.Result.Epochs) {
 				ep := r.Result.Epochs[i]
@@ -83,7 +88,7 @@ func printScenario(w io.Writer, sr *scenarioResult) {
 				}
 				if ep.PFS != nil {
 					opens += ep.PFS.Opens
-					bytes += ep.PFS.ReadBytes
+					bytes = append(bytes, fmt.Sprintf("%.0f", float64(ep.PFS.ReadBytes)/1e6))
 				}
 			} else {
 				row = append(row, "-")
@@ -94,7 +99,7 @@ func printScenario(w io.Writer, sr *scenarioResult) {
 			warm = fmt.Sprintf("%.2f", r.WarmSecs)
 			if r.WarmPFS != nil {
 				opens += r.WarmPFS.Opens
-				bytes += r.WarmPFS.ReadBytes
+				bytes = append([]string{fmt.Sprintf("warm %.0f", float64(r.WarmPFS.ReadBytes)/1e6)}, bytes...)
 			}
 		}
 		lat := "-"
@@ -114,7 +119,7 @@ func printScenario(w io.Writer, sr *scenarioResult) {
 		}
 		pfsOps, pfsMB := "-", "-"
 		if r.Config != "local" && r.Config != "noio" {
-			pfsOps, pfsMB = fmt.Sprint(opens), fmt.Sprintf("%.0f", float64(bytes)/1e6)
+			pfsOps, pfsMB = fmt.Sprint(opens), strings.Join(bytes, " · ")
 		}
 		row = append(row, fmt.Sprintf("%.2f", stall), lat, pfsOps, pfsMB, tierHits(r))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))

@@ -36,7 +36,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	if err != nil {
 		return nil, err
 	}
-	popts := pfsOptions(ds.Root, mnt)
+	popts := pfsOptions(ds.Root, mnt, s.DirectIO)
 	srv, err := pfsemu.Mount(popts)
 	if err != nil {
 		return nil, fmt.Errorf("mounting the emulated PFS: %w", err)

@@ -83,8 +83,8 @@ func printStats(w io.Writer, st shim.Stats) {
 			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
 		}
 	}
-	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   descriptors moved to a copy %d\n",
-		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Migrated)
+	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   descriptors moved to a copy %d\n",
+		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Migrated)
 	switch {
 	case st.Policy == "clairvoyant" && st.Predicted == 0 && st.FellBack:
 		fmt.Fprintf(w, "prediction: none (the leader's log says why); the reactive policy runs instead\n")

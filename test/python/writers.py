@@ -109,14 +109,19 @@ def fork_child(path):
 
 def fork_shared(path):
     held = stat()["copies_held"]
-    go = os.pipe()
+    go, ready = os.pipe(), os.pipe()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     pid = os.fork()
     if pid == 0:
         os.close(go[1])
+        os.write(ready[1], b"1")  # registered: the fork handler ran before fork returned
         os.read(go[0], 1)
         os.write(fd, b"F")
         os._exit(0)
+    # The child registers its descriptor in its fork handler: until then
+    # the file has no writer, and a read may copy it (the child drops
+    # that copy as it registers, before it can write).
+    os.read(ready[0], 1)
     os.close(fd)  # the child still holds it
     refused(path, held)
     os.write(go[1], b"1")

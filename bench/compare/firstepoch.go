@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/augur-hpc/augur/bench/dlbench"
+	"github.com/augur-hpc/augur/bench/pfsemu"
+)
+
+// The reactive policy's first epoch against no augur (R1): MONARCH's
+// best case, one process reading 320 files of 128 KiB in the same order
+// for 3 epochs, with compute of zero, through `augur pfsemu`'s default
+// PFS with and without a client page cache, for each way of reading a
+// file. The two configurations run interleaved, round after round, and
+// the medians are compared: what is measured is a few percent.
+const (
+	r1Files  = 320
+	r1Size   = 128 << 10
+	r1Rounds = 3
+)
+
+// r1Modes are the PFS client's modes: page cache (dropped between
+// epochs, as a dataset larger than the client's memory would be) and
+// direct I/O (none at all).
+var r1Modes = []bool{false, true}
+
+// firstEpochResult is R1 for one PFS mode and read mode.
+type firstEpochResult struct {
+	DirectIO bool   `json:"direct_io"`
+	ReadMode string `json:"read_mode"`
+	// Seconds[config][round][epoch] and PFSBytes[config][round][epoch].
+	Seconds  map[string][][]float64 `json:"seconds"`
+	PFSBytes map[string][][]int64   `json:"pfs_bytes"`
+	Dataset  int64                  `json:"dataset_bytes"`
+}
+
+// r1Configs are R1's configurations: no augur, and augur's reactive
+// policy under `augur run` (the reader is then plain C, its leader the
+// augur command).
+var r1Configs = []string{"pfs", "reactive"}
+
+func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, error) {
+	dir := filepath.Join(e.work, "R1")
+	fmt.Printf("\n== R1: the reactive policy's first epoch (%d files of %d KiB, 1 reader, %d interleaved rounds)\n", r1Files, r1Size>>10, r1Rounds)
+	ds, _, mnt, err := prepare(dir, dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+		Count: r1Files, Size: r1Size, Classes: 1, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	ram := filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), "R1")
+	defer os.RemoveAll(filepath.Dir(ram))
+	var out []*firstEpochResult
+	for _, direct := range r1Modes {
+		opts := pfsemu.DefaultOptions(ds.Root, mnt)
+		opts.DirectIO = direct
+		srv, err := pfsemu.Mount(opts)
+		if err != nil {
+			return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
+		}
+		for _, mode := range []string{dlbench.ReadWhole, dlbench.ReadPread, dlbench.ReadMmap} {
+			res := &firstEpochResult{DirectIO: direct, ReadMode: mode, Dataset: ds.Bytes,
+				Seconds: map[string][][]float64{}, PFSBytes: map[string][][]int64{}}
+			for round := 0; round < r1Rounds; round++ {
+				for _, cfg := range r1Configs {
+					r, err := e.firstEpochRun(srv, ds, mnt, ram, cfg, mode, direct, prog)
+					if err != nil {
+						srv.Unmount()
+						return nil, fmt.Errorf("R1 %s %s: %w", cfg, mode, err)
+					}
+					var secs []float64
+					var bytes []int64
+					for _, ep := range r.Epochs {
+						secs = append(secs, ep.Seconds)
+						bytes = append(bytes, ep.PFS.ReadBytes)
+					}
+					res.Seconds[cfg] = append(res.Seconds[cfg], secs)
+					res.PFSBytes[cfg] = append(res.PFSBytes[cfg], bytes)
+				}
+			}
+			printFirstEpoch(os.Stdout, res)
+			out = append(out, res)
+		}
+		if err := srv.Unmount(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// firstEpochRun runs one configuration of R1 once, cold: the page cache
+// dropped and the tier empty.
+func (e *env) firstEpochRun(srv *pfsemu.Server, ds *dlbench.Dataset, mnt, ram, cfg, mode string, direct bool, prog *dlbench.ProgressLine) (*dlbench.Result, error) {
+	w := dlbench.DefaultWorkload()
+	w.Ranks, w.Workers, w.Batch, w.Prefetch, w.ReadMode = 1, 0, 1, 1, mode
+	x := dlbench.Exec{Reader: e.reader, Root: mnt,
+		Counters: func() (pfsemu.Stats, error) { return srv.Stats(), nil }}
+	if !direct {
+		x.BetweenEpochs = dlbench.DropCaches
+	}
+	if cfg == "reactive" {
+		if err := os.RemoveAll(ram); err != nil {
+			return nil, err
+		}
+		job := fmt.Sprintf("bench-%d-R1", os.Getpid())
+		defer removeJob(job)
+		x.Wrapper = []string{e.augur, "run", "--"}
+		x.Env = []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + ram + ":1GiB", "AUGUR_POLICY=reactive",
+			"AUGUR_JOB=" + job, "AUGUR_CONFIG="}
+	}
+	if err := dlbench.DropCaches(); err != nil {
+		return nil, err
+	}
+	x.Progress = prog.Func("R1 " + cfg + " " + mode)
+	res, err := dlbench.Run(e.ctx, cfg, ds, w, x)
+	prog.Clear()
+	if err == nil {
+		err = readErrors(res)
+	}
+	return res, err
+}
+
+// printFirstEpoch prints R1's medians for one mode: each epoch's time,
+// its ratio to no augur, and the PFS bytes per epoch against the
+// dataset.
+func printFirstEpoch(w io.Writer, r *firstEpochResult) {
+	mode := "page cache (dropped between epochs)"
+	if r.DirectIO {
+		mode = "direct I/O (no client cache)"
+	}
+	fmt.Fprintf(w, "\nR1 %s reads, PFS with %s: medians of %d interleaved rounds\n", r.ReadMode, mode, len(r.Seconds["pfs"]))
+	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | PFS bytes / dataset by epoch |\n|---|---|---|---|---|---|\n")
+	base := medianEpoch(r.Seconds["pfs"], 0)
+	for _, cfg := range r1Configs {
+		row := []string{cfg}
+		for ep := 0; ep < 3; ep++ {
+			row = append(row, fmt.Sprintf("%.3f", medianEpoch(r.Seconds[cfg], ep)))
+		}
+		row = append(row, fmt.Sprintf("%.3f", medianEpoch(r.Seconds[cfg], 0)/base))
+		var bytes []string
+		for ep := 0; ep < 3; ep++ {
+			bytes = append(bytes, fmt.Sprintf("%.2f", medianBytes(r.PFSBytes[cfg], ep)/float64(r.Dataset)))
+		}
+		row = append(row, strings.Join(bytes, " · "))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+}
+
+// medianEpoch is the median over rounds of epoch ep's seconds.
+func medianEpoch(rounds [][]float64, ep int) float64 {
+	var v []float64
+	for _, r := range rounds {
+		if ep < len(r) {
+			v = append(v, r[ep])
+		}
+	}
+	return median(v)
+}
+
+func medianBytes(rounds [][]int64, ep int) float64 {
+	var v []float64
+	for _, r := range rounds {
+		if ep < len(r) {
+			v = append(v, float64(r[ep]))
+		}
+	}
+	return median(v)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}

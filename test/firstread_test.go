@@ -1,0 +1,139 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/bench/pfsemu"
+	"github.com/augur-hpc/augur/shim"
+)
+
+// firstReaders is the script that reads each file once as one kind of
+// reader does (test/python/first_readers.py).
+var firstReaders = pyScript("first_readers.py")
+
+// Under the reactive policy the shared filesystem serves each byte of
+// the first epoch once, whether its client keeps a page cache or not
+// (pfsemu --direct-io), for every kind of reader: the emulator's own
+// counters, not augur's, say how many bytes it served, against what the
+// same reader made it serve without augur. With wait_max = 0 (the old
+// behaviour: read the original while the leader copies it) the same
+// counters show the second read, so the test can tell.
+func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
+	needPython(t, "PIL", "numpy")
+	for _, direct := range []bool{true, false} {
+		name := "page-cache"
+		if direct {
+			name = "direct-io"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := NewCase(t)
+			kinds := map[string][]string{}
+			for i, kind := range []string{"read", "pread", "mmap", "again"} {
+				kinds[kind] = c.RandomFiles(kind, 6, 150_000+i*100_000)
+			}
+			mustPlain(t, c.RunPlain(time.Minute, Python, pyScript("gen_media.py"), "img", filepath.Join(c.Dataset, "pil"), "4", "png"))
+			kinds["pil"], _ = filepath.Glob(filepath.Join(c.Dataset, "pil", "*.png"))
+			srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+				o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
+				o.DirectIO = direct
+			})
+			mnt := filepath.Join(c.Dir, "pfs")
+			c.Set("AUGUR_DATASET=" + mnt)
+			c.Set("AUGUR_POLICY=reactive")
+			for _, kind := range []string{"read", "pread", "mmap", "pil"} {
+				plain, augur := firstEpoch(t, c, srv, kind, kinds[kind])
+				t.Logf("%s: shared filesystem served %d bytes with augur, %d without", kind, augur, plain)
+				if plain == 0 || float64(augur) > 1.05*float64(plain) {
+					t.Errorf("%s: %d bytes from the shared filesystem with augur, %d without: want at most 1.05x", kind, augur, plain)
+				}
+				for _, f := range kinds[kind] {
+					if _, err := os.Stat(c.CopyOf(c.RAM, strings.Replace(f, c.Dataset, mnt, 1))); err != nil {
+						t.Errorf("%s: no copy of %s after the epoch: %v", kind, f, err)
+					}
+				}
+			}
+			// The control: readers that read the original while the
+			// copy is made, as before.
+			c.Set("AUGUR_WAIT_MAX=0")
+			plain, augur := firstEpoch(t, c, srv, "pread", kinds["again"])
+			t.Logf("wait_max 0: %d bytes with augur, %d without", augur, plain)
+			if direct && float64(augur) < 1.9*float64(plain) {
+				t.Errorf("wait_max 0 without a page cache: %d bytes with augur, %d without; the copy should have read them again", augur, plain)
+			}
+		})
+	}
+}
+
+// firstEpoch reads files (under c.Dataset) through the mount as kind
+// does, without augur and then in an `augur run` job of its own, checks
+// that both consumed the originals' bytes, and returns the bytes the
+// shared filesystem served each time.
+func firstEpoch(t *testing.T, c *Case, srv *pfsemu.Server, kind string, files []string) (plain, augur int64) {
+	t.Helper()
+	mnt := filepath.Join(c.Dir, "pfs")
+	var onMount []string
+	for _, f := range files {
+		onMount = append(onMount, strings.Replace(f, c.Dataset, mnt, 1))
+	}
+	want := mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{firstReaders, kind}, files...)...)).Stdout
+	served := func(run func() string) int64 {
+		dropCaches(t)
+		before := srv.Stats().ReadBytes
+		if got := run(); got != want {
+			t.Fatalf("%s: read\n%s\nwant\n%s", kind, got, want)
+		}
+		return srv.Stats().ReadBytes - before
+	}
+	plain = served(func() string {
+		return mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{firstReaders, kind}, onMount...)...)).Stdout
+	})
+	augur = served(func() string {
+		out, _ := c.AugurRun(append([]string{"--", Python, firstReaders, kind}, onMount...)...)
+		return out
+	})
+	return plain, augur
+}
+
+// The rule of wait_max, both sides, with readers that read 4 KiB of a
+// file: one of 4 MiB (under the default 8 MiB) waits for the whole copy
+// and is served from it; one of 24 MiB is served from the original at
+// once while the leader copies it. Each is copied once, and the shared
+// filesystem serves the large file's 4 KiB twice, no more.
+func TestReactiveLargeFileReadPartly(t *testing.T) {
+	c := NewCase(t)
+	small := c.RandomFiles("small", 1, 4<<20)[0]
+	large := c.RandomFiles("large", 1, 24<<20)[0]
+	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+		o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
+		o.DirectIO = true
+	})
+	mnt := filepath.Join(c.Dir, "pfs")
+	c.Set("AUGUR_DATASET=" + mnt)
+	c.Set("AUGUR_POLICY=reactive")
+	const part = "part:10485:4096"
+	want := mustPlain(t, c.RunPlain(time.Minute, Python, firstReaders, part, small, large)).Stdout
+	got, _ := c.AugurRun("--", Python, firstReaders, part,
+		strings.Replace(small, c.Dataset, mnt, 1), strings.Replace(large, c.Dataset, mnt, 1))
+	if got != want {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	out, err := c.Augur("stat", "--json")
+	must(t, err)
+	var st shim.Stats
+	must(t, json.Unmarshal([]byte(out), &st))
+	t.Logf("opens %d, from a tier %d, from the original %d, asked for a copy %d, copies %d", st.Opens, st.Opens-st.Misses, st.Misses, st.Requested, st.Copies)
+	if st.Opens != 2 || st.Misses != 1 || st.Requested != 2 {
+		t.Errorf("opens %d, from the original %d, asked %d: want 2 opens that both asked, the large file's served from the original", st.Opens, st.Misses, st.Requested)
+	}
+	if _, err := os.Stat(c.CopyOf(c.RAM, strings.Replace(large, c.Dataset, mnt, 1))); err != nil {
+		t.Errorf("the large file was not copied: %v", err)
+	}
+	if got, want := srv.Stats().ReadBytes, int64(28<<20+4096); got != want {
+		t.Errorf("the shared filesystem served %d bytes, want %d: each file once and the large file's part again", got, want)
+	}
+}
