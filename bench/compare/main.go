@@ -178,9 +178,9 @@ type report struct {
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	// FirstEpoch is R1, per PFS mode and read mode.
 	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
-	PyTorch   *pytorchResult    `json:"pytorch,omitempty"`
-	Learning  []*learnSetup     `json:"learning,omitempty"`
-	Notes     []string          `json:"notes"`
+	PyTorch    *pytorchResult      `json:"pytorch,omitempty"`
+	Learning   []*learnSetup       `json:"learning,omitempty"`
+	Notes      []string            `json:"notes"`
 }
 
 type env struct {
