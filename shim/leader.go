@@ -92,8 +92,8 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		l.plans = l.planInBackground()
 	}
 	wait := int64(0)
-	if l.react != nil && cfg.Policy == "reactive" {
-		wait = cfg.WaitMax
+	if l.react != nil && cfg.Policy == "reactive" && l.writesATier() {
+		wait = cfg.WaitMax // with no tier to copy into, nobody should wait for a copy
 	}
 	setU64(&seg.s.leader.wait_max, uint64(wait))
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
@@ -417,6 +417,16 @@ func (l *Leader) handle(ev Event) bool {
 		}
 	case ev.Kind == EvClose && l.clair != nil:
 		l.clair.onClose(ev)
+	}
+	return false
+}
+
+// writesATier says whether this leader may copy into any tier.
+func (l *Leader) writesATier() bool {
+	for _, t := range l.tiers {
+		if t.lock != nil && t.tree != nil {
+			return true
+		}
 	}
 	return false
 }

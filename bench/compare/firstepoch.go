@@ -53,6 +53,9 @@ func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, er
 		return nil, err
 	}
 	ram := filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), "R1")
+	if err := os.MkdirAll(filepath.Dir(ram), 0o700); err != nil { // augur makes the tier, not its parent
+		return nil, err
+	}
 	defer os.RemoveAll(filepath.Dir(ram))
 	var out []*firstEpochResult
 	for _, direct := range r1Modes {
