@@ -11,6 +11,15 @@ package sim
 // within the staging budget. Files with a copy (or one on its way) are
 // passed over; a staged file the ranks have passed already is not
 // fetched (no read will come for it).
+//
+// A copy from a peer touches only the two nodes' links, so it is booked
+// on its thread when the walk reaches it, also for when the thread is
+// free again (the copies of a thread follow each other without an event
+// each; the walk is where the prefetcher would be at each landing, since
+// what it checks changes only at a step, which walks again, or at a
+// read, which an evPool looks after). A copy from the PFS, or one that
+// must wait for its holder, begins at its own time, in the PFS's time
+// order: the walk stops and an event takes it up.
 func (r *runner) prefetch(i int, t float64) {
 	switch r.pol {
 	case "clairvoyant", "clairvoyant+peers", "staging":
@@ -23,7 +32,8 @@ func (r *runner) prefetch(i int, t float64) {
 	ns, no := &r.nodes[i], r.j.nodes[i]
 	reading := r.readingAt(i)
 	limit := reading + r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode
-	for ns.pending < r.cfg.Prefetch.Pending && ns.q < len(ns.fetches) {
+	last := t // when the walk's last copy began: the queue's order
+	for ns.q < len(ns.fetches) {
 		slot := int(ns.fetches[ns.q])
 		if slot >= limit {
 			return
@@ -34,33 +44,98 @@ func (r *runner) prefetch(i int, t float64) {
 			ns.q++
 			continue
 		}
-		g := no.files[f]
-		size := int64(r.j.ds.sizes[g])
+		size := int64(no.size[f])
 		target := max(int(tier), 0)
 		if tier < 0 && ns.stageUsed+size > r.j.stage {
+			r.poolLater(i, t)
 			return
 		}
-		if ns.busy[target] >= r.cfg.Tiers[target].Threads {
+		k, s := ns.thread(target, last)
+		if s == inf { // every thread held until an event of its own
 			return
 		}
+		if ns.inFlight(s) >= r.cfg.Prefetch.Pending {
+			r.poolLater(i, t)
+			return
+		}
+		g := no.files[f]
+		if s > t && (r.mustWait(i, f, g, s) || r.source(i, f, g, float64(size), s) < 0) {
+			r.poolAt(i, s)
+			return
+		}
+		last = s
 		if tier < 0 {
 			ns.stageUsed += size
 		}
-		if r.mustWait(i, g, t) {
-			ns.busy[target]++
-			ns.pending++
+		if r.mustWait(i, f, g, t) {
+			ns.free[target][k] = inf
 			ns.land[f] = queued
-			r.awaitHolder(i, f, t, t)
+			r.awaitHolder(i, f, k, t, t)
 			ns.q++
 			continue
 		}
-		land := r.fetch(i, target, g, float64(size), t)
+		land := r.begin(i, target, k, f, g, float64(size), s)
 		ns.land[f] = land
-		if r.peer && int(r.j.holder[g]) == i {
+		if r.peer && int(no.held[f]) == i {
 			r.holdLand[g] = land
+			if tier >= 0 {
+				r.placed.set(g)
+			}
 		}
 		ns.q++
 	}
+}
+
+// thread is the thread of tier target of ns that is free first, and when
+// a copy may begin on it: not before after.
+func (ns *nodeState) thread(target int, after float64) (int, float64) {
+	k, s := 0, inf
+	for j, f := range ns.free[target] {
+		if f < s {
+			k, s = j, f
+		}
+	}
+	return k, max(s, after)
+}
+
+// inFlight is the number of ns's copies under way at s.
+func (ns *nodeState) inFlight(s float64) int {
+	n := 0
+	for _, tier := range ns.free {
+		for _, f := range tier {
+			if f > s {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// poolLater has node i's prefetcher look again when the first thread
+// booked ahead of t is free (a thread held by a copy of the PFS or a
+// wait looks again at its own event).
+func (r *runner) poolLater(i int, t float64) {
+	next := inf
+	for _, tier := range r.nodes[i].free {
+		for _, f := range tier {
+			if f > t && f < next {
+				next = f
+			}
+		}
+	}
+	if next != inf {
+		r.poolAt(i, next)
+	}
+}
+
+// poolAt has node i's prefetcher look again at s.
+func (r *runner) poolAt(i int, s float64) {
+	ns := &r.nodes[i]
+	if ns.poolAt <= s {
+		return
+	}
+	ns.poolAt = s
+	r.at(s, evPool, i, 0)
 }
 
 // Waiting for the holder (shim's peering.await and the holder's
@@ -75,27 +150,55 @@ const (
 	holderWait = 5.0
 )
 
-// mustWait says whether node i's copy of g must wait at t for its holder.
-func (r *runner) mustWait(i int, g int32, t float64) bool {
+// mustWait says whether node i's copy of its local file f (dataset file
+// g) must wait at t for its holder.
+func (r *runner) mustWait(i int, f, g int32, t float64) bool {
 	if !r.peer {
 		return false
 	}
-	h, land := int(r.j.holder[g]), r.holdLand[g]
-	return h >= 0 && h != i && land > t && (land != inf || r.e == 0)
+	h := int(r.j.nodes[i].held[f])
+	if h < 0 || h == i {
+		return false
+	}
+	land := r.holderLand(g)
+	return land > t && (land != inf || r.e == 0)
 }
 
-// awaitHolder goes on with node i's waiting copy of local file f at t.
-func (r *runner) awaitHolder(i int, f int32, since, t float64) {
+// holderLand is when the holder's copy of g lands (inf: it has none), or
+// 0 once a copy the holder keeps has landed (by the clock: every
+// question is asked for now or later): what holdLand says, asked of a
+// bit that stays in the cache for the many nodes that copy g from its
+// holder after it landed (holdLand is asked at random).
+func (r *runner) holderLand(g int32) float64 {
+	if r.landed.has(g) {
+		return 0
+	}
+	land := r.holdLand[g]
+	if land <= r.now && r.placed.has(g) {
+		r.landed.set(g)
+	}
+	return land
+}
+
+// bits is a set of dataset files.
+type bits []uint64
+
+func newBits(n int) bits        { return make(bits, (n+63)/64) }
+func (b bits) set(g int32)      { b[g>>6] |= 1 << (g & 63) }
+func (b bits) has(g int32) bool { return b[g>>6]&(1<<(g&63)) != 0 }
+
+// awaitHolder goes on with node i's waiting copy of local file f, on
+// thread k, at t.
+func (r *runner) awaitHolder(i int, f int32, k int, since, t float64) {
 	ns := &r.nodes[i]
 	g := r.j.nodes[i].files[f]
-	if r.mustWait(i, g, t) && t-since < holderWait {
-		r.waitAt(t+holderPoll, i, f, since)
+	if r.mustWait(i, f, g, t) && t-since < holderWait {
+		r.waitAt(t+holderPoll, i, f, k, since)
 		return
 	}
 	target := max(int(ns.tier[f]), 0)
-	ns.busy[target]--
-	ns.pending--
-	ns.land[f] = r.fetch(i, target, g, float64(r.j.ds.sizes[g]), t)
+	ns.land[f] = r.begin(i, target, k, f, g, float64(r.j.nodes[i].size[f]), t)
+	r.prefetch(i, t)
 }
 
 // readingAt is the read of node i's order its slowest rank is at.
@@ -108,17 +211,35 @@ func (r *runner) readingAt(i int) int {
 	return (r.e*r.j.k + least) * R
 }
 
-// fetch makes a copy of dataset file g on node i in tier target, begun
-// at t by one of its threads, and returns when it lands: from the node
-// that holds it (clairvoyant+peers) once that node's copy has landed, from
-// the node that owns it (hvac), else from the PFS.
+// begin makes a copy of node i's local file f (dataset file g) in tier
+// target on thread k of the prefetcher's pool, begun at t, and returns
+// when it lands: from the node that holds it (clairvoyant+peers) once
+// that node's copy has landed, else from the PFS.
+func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
+	ns := &r.nodes[i]
+	if src := r.source(i, f, g, size, t); src >= 0 {
+		land := r.netXfer(src, i, max(t, r.sourceLand(src, g)), size) + size/r.cfg.Tiers[target].Bandwidth
+		ns.free[target][k] = land
+		return land
+	}
+	r.gamma++
+	land := r.pfsRead(t, size) + size/r.cfg.Tiers[target].Bandwidth
+	ns.free[target][k] = inf
+	r.seq++
+	r.h.push(event{t: land, seq: r.seq, kind: evCopy, a: int32(i), b: int32(target | pfsFlag), c: int32(k)})
+	return land
+}
+
+// fetch makes a reactive copy of dataset file g on node i in tier target,
+// begun at t by one of its threads, and returns when it lands: from the
+// node that owns it (hvac), else from the PFS.
 func (r *runner) fetch(i, target int, g int32, size, t float64) float64 {
 	ns := &r.nodes[i]
 	ns.busy[target]++
 	ns.pending++
 	flag := 0
 	var done float64
-	switch src := r.source(i, g, size, t); {
+	switch src := r.source(i, -1, g, size, t); {
 	case src >= 0:
 		done = r.netXfer(src, i, max(t, r.sourceLand(src, g)), size)
 	default:
@@ -135,10 +256,10 @@ func (r *runner) fetch(i, target int, g int32, size, t float64) float64 {
 // PFS. Under hvac the owner, asked for a file it has no copy of, makes
 // one from the PFS at once if it has room (and keeps it), as augur's
 // reactive owner does.
-func (r *runner) source(i int, g int32, size, t float64) int {
+func (r *runner) source(i int, f, g int32, size, t float64) int {
 	switch {
 	case r.peer:
-		if h := int(r.j.holder[g]); h >= 0 && h != i && r.holdLand[g] <= t {
+		if h := int(r.j.nodes[i].held[f]); h >= 0 && h != i && r.holderLand(g) <= t {
 			return h
 		}
 	case r.ownLand != nil:
@@ -162,7 +283,7 @@ func (r *runner) source(i int, g int32, size, t float64) int {
 
 func (r *runner) sourceLand(src int, g int32) float64 {
 	if r.peer {
-		return r.holdLand[g]
+		return r.holderLand(g)
 	}
 	return r.ownLand[g]
 }
@@ -177,13 +298,18 @@ func (r *runner) roomIn(ns *nodeState, size int64) int {
 	return -1
 }
 
-// copied frees the thread of a landed copy and lets the pool go on.
-func (r *runner) copied(i, b int, t float64) {
+// copied frees the thread of a landed copy (thread k of the prefetcher's
+// pool, or one of the reactive policy's) and lets the pool go on.
+func (r *runner) copied(i, b, k int, t float64) {
 	ns := &r.nodes[i]
-	ns.busy[b&0xff]--
-	ns.pending--
 	if b&pfsFlag != 0 {
 		r.gamma--
+	}
+	if r.pol == "reactive" || r.pol == "hvac" {
+		ns.busy[b&0xff]--
+		ns.pending--
+	} else {
+		ns.free[b&0xff][k] = t
 	}
 	r.prefetch(i, t)
 }
@@ -233,7 +359,7 @@ func (r *runner) copyQueued(i int, t float64) {
 			return
 		}
 		g := no.files[f]
-		ns.land[f] = r.fetch(i, target, g, float64(r.j.ds.sizes[g]), t)
+		ns.land[f] = r.fetch(i, target, g, float64(no.size[f]), t)
 		r.owned(i, g, ns.land[f])
 		ns.copyHead++
 	}

@@ -21,8 +21,9 @@ const (
 	evRead    = iota // worker a reads on in its batch
 	evReady          // worker a's batch b is ready
 	evCompute        // rank a finished computing its step
-	evCopy           // node a's copy into tier b&0xff landed (b&pfsFlag: it read the PFS)
-	evWait           // node a's copy of local file b waits for the node that holds it
+	evCopy           // node a's copy into tier b&0xff landed (b&pfsFlag: it read the PFS; c: its thread)
+	evWait           // node a's copy of local file b waits for the node that holds it (c: its thread)
+	evPool           // node a's prefetcher looks again (a thread of it is free, or a copy may begin)
 )
 
 const pfsFlag = 1 << 8
@@ -45,9 +46,9 @@ type runner struct {
 	seq  uint64
 
 	pfsFree float64
-	gamma   int // readers with a PFS read in flight
-	inFree  []float64
-	outFree []float64
+	gamma   int     // readers with a PFS read in flight
+	now     float64 // the time of the event being handled
+	in, out []link  // each node's link, both ways
 
 	nodes   []nodeState
 	ranks   []rankState
@@ -55,7 +56,11 @@ type runner struct {
 	// holdLand (clairvoyant+peers) is when the holder's copy of each
 	// dataset file lands; ownLand (hvac) the owner's.
 	holdLand, ownLand []float64
-	owner             []int16
+	// placed and landed (clairvoyant+peers) are the files whose holder
+	// keeps its copy (placed, not staged), and those of them whose copy
+	// has landed (known at the first look after it did).
+	placed, landed bits
+	owner          []int16
 
 	e, nb, arrivals int
 	epochStart      float64
@@ -67,8 +72,14 @@ type nodeState struct {
 	land    []float64 // per local file: when its copy lands (inf: none; queued)
 	tier    []int8    // per local file: the tier of its copy (-1: staged)
 	used    []int64   // per tier: bytes of copies
-	busy    []int     // per tier: copies being made
+	busy    []int     // per tier: copies being made (reactive, hvac)
 	pending int
+	// free is, per tier and thread of the prefetcher's pool, when the
+	// thread is free: a copy from a peer is booked on it ahead, the
+	// others hold it (inf) until their own event. poolAt is when an
+	// evPool is due (inf: none).
+	free   [][]float64
+	poolAt float64
 	// fetches are the reads the prefetcher considers, in order: each
 	// file's first read, and every read of a file staged (not placed);
 	// q is the next. Placed files' later reads need no copy.
@@ -111,7 +122,7 @@ type EpochStats struct {
 func newRunner(j *job, pol string) *runner {
 	cfg := j.cfg
 	r := &runner{j: j, cfg: cfg, pol: pol, peer: pol == "clairvoyant+peers",
-		inFree: make([]float64, cfg.Nodes), outFree: make([]float64, cfg.Nodes)}
+		in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes)}
 	R, W := cfg.RanksPerNode, cfg.Loop.Workers
 	r.nb = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
 	r.nodes = make([]nodeState, cfg.Nodes)
@@ -138,6 +149,11 @@ func newRunner(j *job, pol string) *runner {
 			ns.fetches = fetchesOf(no, ns.tier)
 		}
 		ns.busy = make([]int, len(cfg.Tiers))
+		ns.free = make([][]float64, len(cfg.Tiers))
+		for t, tier := range cfg.Tiers {
+			ns.free[t] = make([]float64, tier.Threads)
+		}
+		ns.poolAt = inf
 	}
 	r.ranks = make([]rankState, cfg.Nodes*R)
 	for k := range r.ranks {
@@ -146,6 +162,7 @@ func newRunner(j *job, pol string) *runner {
 	r.workers = make([]workerState, cfg.Nodes*R*W)
 	if r.peer {
 		r.holdLand = infs(len(j.ds.sizes))
+		r.placed, r.landed = newBits(len(j.ds.sizes)), newBits(len(j.ds.sizes))
 	}
 	if pol == "hvac" {
 		r.ownLand = infs(len(j.ds.sizes))
@@ -185,9 +202,9 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 	r.h.push(event{t: t, seq: r.seq, kind: kind, a: int32(a), b: int32(b)})
 }
 
-func (r *runner) waitAt(t float64, node int, f int32, since float64) {
+func (r *runner) waitAt(t float64, node int, f int32, thread int, since float64) {
 	r.seq++
-	r.h.push(event{t: t, seq: r.seq, kind: evWait, a: int32(node), b: f, since: since})
+	r.h.push(event{t: t, seq: r.seq, kind: evWait, a: int32(node), b: f, c: int32(thread), since: since})
 }
 
 // run simulates every epoch.
@@ -195,6 +212,7 @@ func (r *runner) run() []EpochStats {
 	r.startEpoch(0, 0)
 	for len(r.h) > 0 {
 		ev := r.h.pop()
+		r.now = ev.t
 		switch ev.kind {
 		case evRead:
 			r.readOn(int(ev.a), ev.t)
@@ -203,9 +221,14 @@ func (r *runner) run() []EpochStats {
 		case evCompute:
 			r.computed(ev.t)
 		case evCopy:
-			r.copied(int(ev.a), int(ev.b), ev.t)
+			r.copied(int(ev.a), int(ev.b), int(ev.c), ev.t)
 		case evWait:
-			r.awaitHolder(int(ev.a), int32(ev.b), ev.since, ev.t)
+			r.awaitHolder(int(ev.a), ev.b, int(ev.c), ev.since, ev.t)
+		case evPool:
+			if ns := &r.nodes[ev.a]; ns.poolAt == ev.t {
+				ns.poolAt = inf
+				r.prefetch(int(ev.a), ev.t)
+			}
 		}
 	}
 	return r.Epochs
@@ -281,8 +304,9 @@ func (r *runner) readOn(a int, t float64) {
 // own event at c (it needs the PFS and c is later than now). A read of
 // the PFS is returned negated.
 func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
-	g := r.j.nodes[node].files[f]
-	size := float64(r.j.ds.sizes[g])
+	no := r.j.nodes[node]
+	g := no.files[f]
+	size := float64(no.size[f])
 	pre := 0.0
 	if r.cfg.Loop.PreprocessRate > 0 {
 		pre = size / r.cfg.Loop.PreprocessRate
@@ -306,7 +330,7 @@ func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
 		if tier < 0 && land != inf { // staged: dropped once read
 			ns.land[f] = inf
 			ns.stageUsed -= int64(size)
-			if r.peer && int(r.j.holder[g]) == node {
+			if r.peer && int(no.held[f]) == node {
 				r.holdLand[g] = inf
 			}
 		}
@@ -359,14 +383,25 @@ func (r *runner) pfsRate() float64 {
 	return curve[len(curve)-1].Rate
 }
 
-// netXfer reserves size bytes from node src to dst at t on both nodes'
-// links and returns when they have arrived.
+// netXfer books size bytes from node src to dst, to begin at t or
+// later, on both nodes' links (the first gap both have) and returns when
+// they have arrived.
 func (r *runner) netXfer(src, dst int, t, size float64) float64 {
-	start := max(t+r.cfg.Net.Latency, r.outFree[src], r.inFree[dst])
-	done := start + size/r.cfg.Net.Bandwidth
-	r.outFree[src], r.inFree[dst] = done, done
+	d := size / r.cfg.Net.Bandwidth
+	out, in := &r.out[src], &r.in[dst]
+	start := t + r.cfg.Net.Latency
+	for {
+		s, i := out.fit(start, d, r.now)
+		s, j := in.fit(s, d, r.now)
+		if s == start {
+			out.book(i, s, d)
+			in.book(j, s, d)
+			break
+		}
+		start = s
+	}
 	r.cur.PeerBytes += int64(size)
-	return done
+	return start + d
 }
 
 // batchReady hands worker a's batch b to its rank, and the worker its
@@ -413,7 +448,7 @@ func (r *runner) step(rank int, t float64) {
 		no := r.j.nodes[node]
 		var bytes int64
 		for p := rk.next * B; p < min((rk.next+1)*B, r.j.k); p++ {
-			bytes += int64(r.j.ds.sizes[no.files[no.slots[(r.e*r.j.k+p)*R+local]]])
+			bytes += int64(no.size[no.slots[(r.e*r.j.k+p)*R+local]])
 		}
 		c += float64(bytes) / r.cfg.Loop.ComputeRate
 	}

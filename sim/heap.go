@@ -7,6 +7,7 @@ type event struct {
 	seq   uint64 // ties in order of scheduling: runs are repeatable
 	kind  uint8
 	a, b  int32
+	c     int32   // evCopy, evWait: the thread
 	since float64 // evWait: when the wait began
 }
 

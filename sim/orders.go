@@ -30,6 +30,11 @@ type job struct {
 type nodeOrder struct {
 	files []int32
 	slots []int32
+	// size and held are each local file's size and holder (shim.Holders;
+	// nil without one), by local number: what the engine asks of every
+	// read and copy, kept where the node's other state is.
+	size []int32
+	held []int16
 	// tier is shim's placement of each local file (-1: staged when read)
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
@@ -84,8 +89,16 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
 		no := j.layout(i, order, localOf)
 		sizes := make([]int64, len(no.files))
+		no.size = make([]int32, len(no.files))
+		if j.holder != nil {
+			no.held = make([]int16, len(no.files))
+		}
 		for f, g := range no.files {
 			sizes[f] = int64(ds.sizes[g])
+			no.size[f] = ds.sizes[g]
+			if j.holder != nil {
+				no.held[f] = j.holder[g]
+			}
 		}
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
@@ -103,7 +116,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		if want["clairvoyant+peers"] {
 			var pl shim.Placement
 			pl, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads,
-				func(f int32) bool { return int(j.holder[no.files[f]]) == i })
+				func(f int32) bool { return int(no.held[f]) == i })
 			no.tierPeers = pl.Tier
 		}
 		mu.Lock()

@@ -1,0 +1,63 @@
+package sim
+
+// link is one direction of a node's network link: the transfers booked
+// on it, as intervals of time in order, none overlapping. A transfer
+// takes the first gap at or after the time it may begin that is long
+// enough on both links it crosses, so transfers may be booked ahead of
+// the simulation's clock (a thread's copies from peers one after the
+// other, see prefetch) without holding back one booked later for an
+// earlier time: the link serves each transfer whole, in the gaps the
+// others leave.
+type link struct {
+	busy []span
+	end  float64 // when the last booking ends
+}
+
+type span struct{ from, to float64 }
+
+// fit is the earliest time at or after t at which l is free for d, and
+// where a booking then goes among l's, first dropping the bookings done
+// by now (no booking begins before the clock).
+func (l *link) fit(t, d, now float64) (float64, int) {
+	if len(l.busy) > 0 && l.busy[0].to <= now {
+		k := 1
+		for k < len(l.busy) && l.busy[k].to <= now {
+			k++
+		}
+		l.busy = append(l.busy[:0], l.busy[k:]...)
+	}
+	if t >= l.end {
+		return t, len(l.busy)
+	}
+	i := 0
+	for i < len(l.busy) && l.busy[i].to <= t {
+		i++
+	}
+	for ; i < len(l.busy); i++ {
+		if l.busy[i].from >= t+d {
+			return t, i
+		}
+		t = l.busy[i].to
+	}
+	return t, i
+}
+
+// book books [t, t+d) on l at i, where fit found room.
+func (l *link) book(i int, t, d float64) {
+	l.busy = append(l.busy, span{})
+	copy(l.busy[i+1:], l.busy[i:])
+	l.busy[i] = span{t, t + d}
+	l.end = max(l.end, t+d)
+}
+
+// newLinks makes n links whose first few bookings lie side by side in
+// memory (a node's link is asked for at random, a copy at a time).
+func newLinks(n int) []link {
+	const room = 4
+	l := make([]link, n)
+	spans := make([]span, n*room)
+	for k := range l {
+		l[k].busy = spans[k*room : k*room : (k+1)*room]
+	}
+	return l
+}
