@@ -83,7 +83,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	for t, tier := range cfg.Tiers {
 		caps[t] = tier.Capacity
 	}
-	a := shim.Access{Epochs: cfg.Epochs, Stage: cfg.Prefetch.Stage}
+	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	var mu sync.Mutex
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
@@ -130,6 +130,28 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		}
 	}
 	return j, nil
+}
+
+// grownStage is the staging budget the leader settles on (shim's
+// growStage, docs/architecture.md "Staging"): the configured one, else an
+// eighth of the first tier grown, when that is less than what the node's
+// loaders hold in flight (ranks x workers x prefetch x batch files, at
+// the dataset's mean size), to that, at least doubled, at most half the
+// first tier. The leader grows it as it sees the loaders' spread, in the
+// first batches; the simulation places with the grown budget from the
+// start.
+func grownStage(cfg *Config, ds *files, caps []int64) int64 {
+	if cfg.Prefetch.Stage > 0 || len(caps) == 0 || len(ds.sizes) == 0 {
+		return cfg.Prefetch.Stage
+	}
+	first := caps[0]
+	stage := first / 8
+	l := cfg.Loop
+	need := int64(cfg.RanksPerNode*l.Workers*l.Prefetch*l.Batch) * (ds.bytes / int64(len(ds.sizes)))
+	if need <= stage {
+		return stage
+	}
+	return min(max(need, 2*stage), first/2)
 }
 
 // layout numbers node i's files in the order its ranks first read them

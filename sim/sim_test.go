@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -104,6 +105,7 @@ func TestPlacementIsShims(t *testing.T) {
 	c.Dataset = Dataset{Dir: root}
 	c.Nodes, c.RanksPerNode, c.Epochs, c.Seed = 3, 2, 4, 7
 	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 120_000, 90_000
+	c.Prefetch.Stage = 15_000 // the eighth augur plan assumes (the leader grows it as it sees the loaders)
 	c.Policies = []string{"clairvoyant+peers"}
 	ds, err := makeFiles(c.Dataset, c.Seed)
 	if err != nil {
@@ -113,7 +115,7 @@ func TestPlacementIsShims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 6, RanksPerNode: 2, Epochs: 4}
+	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 6, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
 	p, err := shim.Predict(&shim.Config{Roots: []string{root}, Seed: 7, Access: a}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,5 +173,42 @@ latency = "1ms"
 	os.WriteFile(f, []byte("nodes = 2\nbogus = 1\n"), 0o644)
 	if err := Lassen().ReadFile(f); err == nil {
 		t.Fatal("an unknown key was accepted")
+	}
+}
+
+// bench.json's S1-S3 once with the PFS client's page cache and once with
+// direct I/O (or, before it had both, without the field: the page
+// cache): each is simulated with its own client.
+func TestValidatePicksScenarioByDirectIO(t *testing.T) {
+	doc := `{"workload":{"epochs":3,"seed":1,"ranks":2,"workers":2,"batch":16,"prefetch":2,"compute_ns":15000000},
+	"pfs":{"bandwidth":"200MB/s","open_latency":"2ms","read_latency":"0.5ms","meta_latency":"1ms"},
+	"first_epoch":{"anything":1},
+	"scenarios":[%s]}`
+	sc := func(direct string) string {
+		return `{"name":"S1","samples":10,"ram_tier_bytes":1000000,"disk_tier_bytes":0,` + direct +
+			`"runs":[{"config":"pfs","result":{"epochs":[{"seconds":1,"bytes":1000}]}}]}`
+	}
+	for _, c := range []struct {
+		scenarios string
+		want      map[string]bool // name: the client's page cache
+	}{
+		{sc(""), map[string]bool{"S1": true}},
+		{sc(`"direct_io":false,`) + "," + sc(`"direct_io":true,`), map[string]bool{"S1": true, "S1 direct-io": false}},
+	} {
+		var b benchJSON
+		if err := json.Unmarshal([]byte(fmt.Sprintf(doc, c.scenarios)), &b); err != nil {
+			t.Fatal(err)
+		}
+		scs, err := b.scenarios()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, s := range scs {
+			got[s.name] = s.cfg.PFS.ClientCache
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("scenarios %v, want %v", got, c.want)
+		}
 	}
 }
