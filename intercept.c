@@ -1184,7 +1184,8 @@ static int leader_runs(struct augur_segment *seg)
 /* await_slot sleeps while slot p says the copy of the file hashed h is
  * asked for or being made, until deadline. Every change of state away
  * from those is followed by a wake; the sleeps are bounded all the same,
- * to notice a leader that died (checked every 100 ms). */
+ * to notice a leader that died (checked at each wake, at least every
+ * 100 ms). */
 static void await_slot(struct augur_segment *seg, struct augur_pending *p, uint64_t h, uint64_t deadline)
 {
 	for (;;) {

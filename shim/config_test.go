@@ -59,6 +59,9 @@ fsync = true
 
 [log]
 level = "info"
+
+[reactive]
+wait_max = "1MiB"
 `), 0o644)
 	t.Setenv("AUGUR_CONFIG", cfg)
 	c, err := Load()
@@ -66,20 +69,22 @@ level = "info"
 		t.Fatal(err)
 	}
 	if c.Seed != 7 || len(c.Roots) != 2 || len(c.Tiers) != 2 || c.Tiers[0].Capacity != 1<<10 ||
-		c.Tiers[0].Threads != 2 || c.Tiers[1].Threads != 16 || !c.Tiers[1].Fsync || c.LogLevel != "info" {
+		c.Tiers[0].Threads != 2 || c.Tiers[1].Threads != 16 || !c.Tiers[1].Fsync || c.LogLevel != "info" ||
+		c.WaitMax != 1<<20 {
 		t.Fatalf("from file: %+v", c)
 	}
 	t.Setenv("AUGUR_SEED", "42")
 	t.Setenv("AUGUR_DATASET", "/pfs/imagenet:/pfs/other")
 	t.Setenv("AUGUR_TIERS", dir+"/ram:8KiB,"+dir+"/ssd:200KiB")
 	t.Setenv("AUGUR_LOG", "debug:/tmp/augur.log")
+	t.Setenv("AUGUR_WAIT_MAX", "0")
 	c, err = Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Seed != 42 || c.Roots[0] != "/pfs/imagenet" || c.Roots[1] != "/pfs/other" ||
 		c.Tiers[1].Path != dir+"/ssd" || c.Tiers[1].Capacity != 200<<10 ||
-		c.LogLevel != "debug" || c.LogFile != "/tmp/augur.log" {
+		c.LogLevel != "debug" || c.LogFile != "/tmp/augur.log" || c.WaitMax != 0 {
 		t.Fatalf("with env: %+v", c)
 	}
 }
@@ -90,7 +95,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Policy != "static" || len(c.Roots) != 0 || len(c.Tiers) == 0 {
+	if c.Policy != "static" || len(c.Roots) != 0 || len(c.Tiers) == 0 || c.WaitMax != DefaultWaitMax {
 		t.Fatalf("defaults: %+v", c)
 	}
 	for _, tier := range c.Tiers {
@@ -112,6 +117,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"bad level", "[log]\nlevel = \"loud\"\n", `:2: unknown log level "loud"`},
 		{"bad sampler", "[sampler]\nepochs = 3\nkind = \"distibuted\"\n", `:3: unknown sampler "distibuted"`},
 		{"bad layout", "[dataset]\nlayout = \"folders\"\n", `:2: unknown layout "folders"`},
+		{"bad wait_max", "[reactive]\nwait_max = \"8 XB\"\n", `:2: wait_max: "8 XB" has an unknown unit`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +136,8 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 
 func TestEnvErrors(t *testing.T) {
 	for k, v := range map[string]string{"AUGUR_TIERS": "/a:lots", "AUGUR_SEED": "x",
-		"AUGUR_POLICY": "magic", "AUGUR_LOG": "chatty", "AUGUR_SAMPLER": "shuffled", "AUGUR_LAYOUT": "tree"} {
+		"AUGUR_POLICY": "magic", "AUGUR_LOG": "chatty", "AUGUR_SAMPLER": "shuffled", "AUGUR_LAYOUT": "tree",
+		"AUGUR_WAIT_MAX": "big"} {
 		t.Run(k, func(t *testing.T) {
 			clearEnv(t)
 			t.Setenv(k, v)

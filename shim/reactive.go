@@ -155,11 +155,11 @@ func (r *reactive) copyNow(path string) {
 		r.l.seg.clearCopying(path)
 		return
 	}
-	size := src.Stat.Size
-	if tiering.Lookup(r.l.open, path, &src.Stat) >= 0 || r.tooLarge(size) {
+	size, large := src.Stat.Size, r.tooLarge(src.Stat.Size)
+	if large || tiering.Lookup(r.l.open, path, &src.Stat) >= 0 {
 		src.File.Close()
-		r.l.seg.clearCopying(path) // there already, or read from the original
-		if r.tooLarge(size) {
+		r.l.seg.clearCopying(path) // read from the original, or there already
+		if large {
 			r.pool.Fetch(path, size)
 		}
 		return

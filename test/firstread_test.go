@@ -38,13 +38,7 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 			}
 			mustPlain(t, c.RunPlain(time.Minute, Python, pyScript("gen_media.py"), "img", filepath.Join(c.Dataset, "pil"), "4", "png"))
 			kinds["pil"], _ = filepath.Glob(filepath.Join(c.Dataset, "pil", "*.png"))
-			srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
-				o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
-				o.DirectIO = direct
-			})
-			mnt := filepath.Join(c.Dir, "pfs")
-			c.Set("AUGUR_DATASET=" + mnt)
-			c.Set("AUGUR_POLICY=reactive")
+			srv := reactiveOverPFS(t, c, direct)
 			for _, kind := range []string{"read", "pread", "mmap", "pil"} {
 				plain, augur := firstEpoch(t, c, srv, kind, kinds[kind])
 				t.Logf("%s: shared filesystem served %d bytes with augur, %d without", kind, augur, plain)
@@ -52,7 +46,7 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 					t.Errorf("%s: %d bytes from the shared filesystem with augur, %d without: want at most 1.05x", kind, augur, plain)
 				}
 				for _, f := range kinds[kind] {
-					if _, err := os.Stat(c.CopyOf(c.RAM, strings.Replace(f, c.Dataset, mnt, 1))); err != nil {
+					if _, err := os.Stat(c.CopyOf(c.RAM, onPFS(c, f))); err != nil {
 						t.Errorf("%s: no copy of %s after the epoch: %v", kind, f, err)
 					}
 				}
@@ -75,10 +69,9 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 // shared filesystem served each time.
 func firstEpoch(t *testing.T, c *Case, srv *pfsemu.Server, kind string, files []string) (plain, augur int64) {
 	t.Helper()
-	mnt := filepath.Join(c.Dir, "pfs")
 	var onMount []string
 	for _, f := range files {
-		onMount = append(onMount, strings.Replace(f, c.Dataset, mnt, 1))
+		onMount = append(onMount, onPFS(c, f))
 	}
 	want := mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{firstReaders, kind}, files...)...)).Stdout
 	served := func(run func() string) int64 {
@@ -108,17 +101,11 @@ func TestReactiveLargeFileReadPartly(t *testing.T) {
 	c := NewCase(t)
 	small := c.RandomFiles("small", 1, 4<<20)[0]
 	large := c.RandomFiles("large", 1, 24<<20)[0]
-	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
-		o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
-		o.DirectIO = true
-	})
-	mnt := filepath.Join(c.Dir, "pfs")
-	c.Set("AUGUR_DATASET=" + mnt)
-	c.Set("AUGUR_POLICY=reactive")
+	srv := reactiveOverPFS(t, c, true)
 	const part = "part:10485:4096"
 	want := mustPlain(t, c.RunPlain(time.Minute, Python, firstReaders, part, small, large)).Stdout
 	got, _ := c.AugurRun("--", Python, firstReaders, part,
-		strings.Replace(small, c.Dataset, mnt, 1), strings.Replace(large, c.Dataset, mnt, 1))
+		onPFS(c, small), onPFS(c, large))
 	if got != want {
 		t.Fatalf("read %q, want %q", got, want)
 	}
@@ -130,10 +117,29 @@ func TestReactiveLargeFileReadPartly(t *testing.T) {
 	if st.Opens != 2 || st.Misses != 1 || st.Requested != 2 {
 		t.Errorf("opens %d, from the original %d, asked %d: want 2 opens that both asked, the large file's served from the original", st.Opens, st.Misses, st.Requested)
 	}
-	if _, err := os.Stat(c.CopyOf(c.RAM, strings.Replace(large, c.Dataset, mnt, 1))); err != nil {
+	if _, err := os.Stat(c.CopyOf(c.RAM, onPFS(c, large))); err != nil {
 		t.Errorf("the large file was not copied: %v", err)
 	}
 	if got, want := srv.Stats().ReadBytes, int64(28<<20+4096); got != want {
 		t.Errorf("the shared filesystem served %d bytes, want %d: each file once and the large file's part again", got, want)
 	}
+}
+
+// reactiveOverPFS serves c's dataset through the emulator, without
+// delays (only its counters matter), with or without a client page
+// cache, as the dataset of a job under the reactive policy.
+func reactiveOverPFS(t *testing.T, c *Case, direct bool) *pfsemu.Server {
+	t.Helper()
+	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+		o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
+		o.DirectIO = direct
+	})
+	c.Set("AUGUR_DATASET=" + filepath.Join(c.Dir, "pfs"))
+	c.Set("AUGUR_POLICY=reactive")
+	return srv
+}
+
+// onPFS is a dataset file's path through the emulator's mount.
+func onPFS(c *Case, path string) string {
+	return strings.Replace(path, c.Dataset, filepath.Join(c.Dir, "pfs"), 1)
 }

@@ -137,34 +137,24 @@ func printFirstEpoch(w io.Writer, r *firstEpochResult) {
 	}
 	fmt.Fprintf(w, "\nR1 %s reads, PFS with %s: medians of %d interleaved rounds\n", r.ReadMode, mode, len(r.Seconds["pfs"]))
 	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | PFS bytes / dataset by epoch |\n|---|---|---|---|---|---|\n")
-	base := medianEpoch(r.Seconds["pfs"], 0)
+	base := medianAt(r.Seconds["pfs"], 0)
 	for _, cfg := range r1Configs {
 		row := []string{cfg}
 		for ep := 0; ep < 3; ep++ {
-			row = append(row, fmt.Sprintf("%.3f", medianEpoch(r.Seconds[cfg], ep)))
+			row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], ep)))
 		}
-		row = append(row, fmt.Sprintf("%.3f", medianEpoch(r.Seconds[cfg], 0)/base))
+		row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], 0)/base))
 		var bytes []string
 		for ep := 0; ep < 3; ep++ {
-			bytes = append(bytes, fmt.Sprintf("%.2f", medianBytes(r.PFSBytes[cfg], ep)/float64(r.Dataset)))
+			bytes = append(bytes, fmt.Sprintf("%.2f", medianAt(r.PFSBytes[cfg], ep)/float64(r.Dataset)))
 		}
 		row = append(row, strings.Join(bytes, " · "))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 }
 
-// medianEpoch is the median over rounds of epoch ep's seconds.
-func medianEpoch(rounds [][]float64, ep int) float64 {
-	var v []float64
-	for _, r := range rounds {
-		if ep < len(r) {
-			v = append(v, r[ep])
-		}
-	}
-	return median(v)
-}
-
-func medianBytes(rounds [][]int64, ep int) float64 {
+// medianAt is the median over rounds of epoch ep's figure.
+func medianAt[T int64 | float64](rounds [][]T, ep int) float64 {
 	var v []float64
 	for _, r := range rounds {
 		if ep < len(r) {
