@@ -3,6 +3,8 @@ package pfsemu
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // delay sleeps d. It deliberately ignores FUSE interrupts: the kernel
@@ -11,9 +13,20 @@ import (
 // would fail a read(2) that a program never expects to fail on a regular
 // file. A Lustre client does not abort an RPC for a signal either; a
 // process killed while waiting exits once its request is answered.
+//
+// It sleeps the thread (nanosleep), not the goroutine: the server's
+// threads mostly sit in blocking reads of /dev/fuse, and Go's timers
+// then fired late. Measured on a reader's sequential first epoch, a 1 ms
+// LOOKUP took 1.17 ms (median) and 2.0 ms (p90) as soon as two requests
+// overlapped, and a 0.5 ms READ of 128 KiB 2.5 ms; with nanosleep,
+// 1.15, 1.22 and 1.6 ms, whatever overlaps. Each request in its sleep
+// holds a thread, which the runtime adds as needed.
 func delay(d time.Duration) {
-	if d > 0 {
-		time.Sleep(d)
+	if d <= 0 {
+		return
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 	}
 }
 
