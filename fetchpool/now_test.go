@@ -108,3 +108,33 @@ func TestResultSaysWhenQueuedAgain(t *testing.T) {
 		t.Errorf("second result %+v: want the copy in the next tier", second)
 	}
 }
+
+// FetchOpened makes the copy on the caller's goroutine: when it returns,
+// the copy is in place and its Result delivered, and the caller's source
+// is closed.
+func TestFetchOpenedReturnsWithTheCopyPlaced(t *testing.T) {
+	files, dir := world(t, 1, 1000)
+	tr := tier(t, filepath.Join(dir, "ram"), 1<<20)
+	var results []Result // appended on FetchOpened's goroutine: this one
+	p := New([]*tiering.Tree{tr}, []int64{0}, func(r Result) { results = append(results, r) })
+	defer p.Close()
+	src, err := tiering.OpenSource(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := false
+	src.Placed = func() { placed = true }
+	if !p.FetchOpened(context.Background(), files[0], src) {
+		t.Fatal("FetchOpened refused")
+	}
+	if !placed || len(results) != 1 || results[0].Err != nil || results[0].Bytes != 1000 {
+		t.Fatalf("returned with placed=%v, results %+v; want the copy placed and one Result", placed, results)
+	}
+	cp, _ := tiering.CopyPath(tr.Path, files[0])
+	if got, _ := os.ReadFile(cp); len(got) != 1000 {
+		t.Errorf("the copy holds %d bytes, not 1000", len(got))
+	}
+	if err := src.File.Close(); err == nil {
+		t.Error("the source is still open")
+	}
+}

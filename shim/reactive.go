@@ -123,8 +123,8 @@ func (r *reactive) tooLarge(size int64) bool {
 }
 
 // onRequest answers a reader that found no copy and waits for one
-// (EvRequest). The stat and the copy run beside the event loop, which
-// must not wait for the shared filesystem.
+// (EvRequest). It stats and copies the file from the shared filesystem
+// (copyNow), so the caller must not be the event loop (Leader.loop).
 func (r *reactive) onRequest(ev Event) {
 	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
 		// Queued, being copied, or copied and gone since: the pending
@@ -133,7 +133,7 @@ func (r *reactive) onRequest(ev Event) {
 		r.l.seg.clearCopying(ev.Path)
 		return
 	}
-	go r.copyNow(ev.Path)
+	r.copyNow(ev.Path)
 }
 
 // requestWait bounds how long a requested copy waits for a turn of the
