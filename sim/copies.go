@@ -225,21 +225,20 @@ func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
 	r.gamma++
 	land := r.pfsRead(t, size) + size/r.cfg.Tiers[target].Bandwidth
 	ns.free[target][k] = inf
-	r.seq++
-	r.h.push(event{t: land, seq: r.seq, kind: evCopy, a: int32(i), b: int32(target | pfsFlag), c: int32(k)})
+	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target | pfsFlag), c: int32(k)})
 	return land
 }
 
 // fetch makes a reactive copy of dataset file g on node i in tier target,
 // begun at t by one of its threads, and returns when it lands: from the
 // node that owns it (hvac), else from the PFS.
-func (r *runner) fetch(i, target int, g int32, size, t float64) float64 {
+func (r *runner) fetch(i, target int, f, g int32, size, t float64) float64 {
 	ns := &r.nodes[i]
 	ns.busy[target]++
 	ns.pending++
 	flag := 0
 	var done float64
-	switch src := r.source(i, -1, g, size, t); {
+	switch src := r.source(i, f, g, size, t); {
 	case src >= 0:
 		done = r.netXfer(src, i, max(t, r.sourceLand(src, g)), size)
 	default:
@@ -263,7 +262,7 @@ func (r *runner) source(i int, f, g int32, size, t float64) int {
 			return h
 		}
 	case r.ownLand != nil:
-		o := int(r.owner[g])
+		o := int(r.j.nodes[i].owner[f])
 		if o == i {
 			return -1
 		}
@@ -330,10 +329,10 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	}
 	ns.used[t] += int64(size)
 	ns.tier[f] = int8(t)
-	fromPFS := r.ownLand == nil || int(r.owner[g]) == i
+	fromPFS := r.ownLand == nil || int(r.j.nodes[i].owner[f]) == i
 	if fromPFS && r.cfg.PFS.ClientCache {
 		ns.land[f] = done + size/r.cfg.Tiers[t].Bandwidth
-		r.owned(i, g, ns.land[f])
+		r.owned(i, f, g, ns.land[f])
 		return
 	}
 	ns.land[f] = queued
@@ -341,9 +340,10 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	r.copyQueued(i, now)
 }
 
-// owned records, under hvac, the owner's own copy of g.
-func (r *runner) owned(i int, g int32, land float64) {
-	if r.ownLand != nil && int(r.owner[g]) == i {
+// owned records, under hvac, the owner's own copy of g (node i's local
+// file f).
+func (r *runner) owned(i int, f, g int32, land float64) {
+	if r.ownLand != nil && int(r.j.nodes[i].owner[f]) == i {
 		r.ownLand[g] = min(r.ownLand[g], land)
 	}
 }
@@ -359,8 +359,8 @@ func (r *runner) copyQueued(i int, t float64) {
 			return
 		}
 		g := no.files[f]
-		ns.land[f] = r.fetch(i, target, g, float64(no.size[f]), t)
-		r.owned(i, g, ns.land[f])
+		ns.land[f] = r.fetch(i, target, f, g, float64(no.size[f]), t)
+		r.owned(i, f, g, ns.land[f])
 		ns.copyHead++
 	}
 	if ns.copyHead == len(ns.copyQ) {

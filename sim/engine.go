@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"math"
-
-	"github.com/augur-hpc/augur/peers"
-)
+import "math"
 
 // The engine is a discrete-event simulation of the job under one policy.
 // Only time is simulated: which file each rank reads when is seed's
@@ -42,7 +38,7 @@ type runner struct {
 	cfg  *Config
 	pol  string
 	peer bool // clairvoyant+peers
-	h    events
+	q    queue
 	seq  uint64
 
 	pfsFree float64
@@ -60,7 +56,6 @@ type runner struct {
 	// keeps its copy (placed, not staged), and those of them whose copy
 	// has landed (known at the first look after it did).
 	placed, landed bits
-	owner          []int16
 
 	e, nb, arrivals int
 	epochStart      float64
@@ -166,10 +161,6 @@ func newRunner(j *job, pol string) *runner {
 	}
 	if pol == "hvac" {
 		r.ownLand = infs(len(j.ds.sizes))
-		r.owner = make([]int16, len(j.ds.sizes))
-		for g := range r.owner {
-			r.owner[g] = int16(peers.Owner(j.ds.path(g), cfg.Nodes))
-		}
 	}
 	return r
 }
@@ -198,20 +189,29 @@ func infs(n int) []float64 {
 }
 
 func (r *runner) at(t float64, kind uint8, a, b int) {
+	r.push(event{t: t, kind: kind, a: int32(a), b: int32(b)})
+}
+
+// push schedules e: not due before the PFS's pipe is free, if it is
+// later (see queue).
+func (r *runner) push(e event) {
 	r.seq++
-	r.h.push(event{t: t, seq: r.seq, kind: kind, a: int32(a), b: int32(b)})
+	e.seq = r.seq
+	r.q.push(e, min(e.t, r.pfsFree))
 }
 
 func (r *runner) waitAt(t float64, node int, f int32, thread int, since float64) {
-	r.seq++
-	r.h.push(event{t: t, seq: r.seq, kind: evWait, a: int32(node), b: f, c: int32(thread), since: since})
+	r.push(event{t: t, kind: evWait, a: int32(node), b: f, c: int32(thread), since: since})
 }
 
 // run simulates every epoch.
 func (r *runner) run() []EpochStats {
 	r.startEpoch(0, 0)
-	for len(r.h) > 0 {
-		ev := r.h.pop()
+	for {
+		ev, ok := r.q.pop()
+		if !ok {
+			break
+		}
 		r.now = ev.t
 		switch ev.kind {
 		case evRead:
@@ -322,7 +322,7 @@ func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
 	}
 	ns := &r.nodes[node]
 	land, tier := ns.land[f], ns.tier[f]
-	if r.ownLand != nil && int(r.owner[g]) == node && r.ownLand[g] < land {
+	if r.ownLand != nil && int(no.owner[f]) == node && r.ownLand[g] < land {
 		land, tier = r.ownLand[g], 0 // a copy this node made for another
 	}
 	if land <= c+waitCap {

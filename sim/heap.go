@@ -11,21 +11,65 @@ type event struct {
 	since float64 // evWait: when the wait began
 }
 
-// events is a binary min-heap by time. One heap for the whole job: its
-// size is the number of actors (workers, ranks, copies in flight), never
-// the number of files.
-type events []event
-
-func (h events) less(i, j int) bool {
-	return h[i].t < h[j].t || (h[i].t == h[j].t && h[i].seq < h[j].seq)
+func (e *event) before(o *event) bool {
+	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
 }
+
+// queue holds the events to come, taken in order of time (then of
+// scheduling). Most events of a job that reads the PFS are due when a
+// read of the PFS is done, and those times only grow (the pipe is
+// reserved in time order): such an event goes into a FIFO behind a lower
+// bound of its time that only grows too, and enters the heap only when
+// that bound is reached. The heap then holds the events of the near
+// future only (a few hundred rather than one per worker and copy), which
+// is where the time of a large job went. The order of events is exactly
+// the heap's alone.
+type queue struct {
+	h    events
+	fifo []later
+	head int
+}
+
+// later is an event held back until the clock reaches lb (lb <= e.t).
+type later struct {
+	lb float64
+	e  event
+}
+
+// push schedules e, knowing that it is not due before lb (lb <= e.t).
+func (q *queue) push(e event, lb float64) {
+	if n := len(q.fifo); n > q.head && lb < q.fifo[n-1].lb {
+		q.h.push(e)
+		return
+	}
+	if q.head > 1024 && q.head > len(q.fifo)/2 {
+		q.fifo = q.fifo[:copy(q.fifo, q.fifo[q.head:])]
+		q.head = 0
+	}
+	q.fifo = append(q.fifo, later{lb, e})
+}
+
+// pop takes the next event; ok false when there is none.
+func (q *queue) pop() (event, bool) {
+	for q.head < len(q.fifo) && (len(q.h) == 0 || q.fifo[q.head].lb <= q.h[0].t) {
+		q.h.push(q.fifo[q.head].e)
+		q.head++
+	}
+	if len(q.h) == 0 {
+		return event{}, false
+	}
+	return q.h.pop(), true
+}
+
+// events is a binary min-heap by time.
+type events []event
 
 func (h *events) push(e event) {
 	*h = append(*h, e)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !s.less(i, p) {
+		if !s[i].before(&s[p]) {
 			break
 		}
 		s[i], s[p] = s[p], s[i]
@@ -33,26 +77,38 @@ func (h *events) push(e event) {
 	}
 }
 
+// pop takes the least event: the hole it leaves goes down the lesser
+// children to a leaf, where the last event fills it and rises to its
+// place (it rarely rises far: it was at the bottom).
 func (h *events) pop() event {
 	s := *h
 	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(s) && s.less(l, m) {
-			m = l
-		}
-		if r < len(s) && s.less(r, m) {
-			m = r
-		}
-		if m == i {
+	last := s[len(s)-1]
+	s = s[:len(s)-1]
+	*h = s
+	if len(s) == 0 {
+		return top
+	}
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
 			break
 		}
-		s[i], s[m] = s[m], s[i]
-		i = m
+		if r := l + 1; r < len(s) && s[r].before(&s[l]) {
+			l = r
+		}
+		s[i] = s[l]
+		i = l
 	}
-	*h = s
+	for i > 0 {
+		p := (i - 1) / 2
+		if !last.before(&s[p]) {
+			break
+		}
+		s[i] = s[p]
+		i = p
+	}
+	s[i] = last
 	return top
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/augur-hpc/augur/peers"
 	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/shim"
 )
@@ -21,7 +22,10 @@ type job struct {
 	// the job's first epoch (shim.Holders); nil unless a policy with
 	// peers is run.
 	holder []int16
-	stage  int64 // the staging budget shim's placement kept out of the first tier
+	// owner is, by dataset index, the node that owns the file under
+	// hvac (peers.Owner of its path); nil unless hvac is run.
+	owner []int16
+	stage int64 // the staging budget shim's placement kept out of the first tier
 }
 
 // nodeOrder is one node's reads: its files in the order it first reads
@@ -30,11 +34,12 @@ type job struct {
 type nodeOrder struct {
 	files []int32
 	slots []int32
-	// size and held are each local file's size and holder (shim.Holders;
-	// nil without one), by local number: what the engine asks of every
+	// size, held and owner are each local file's size, holder
+	// (shim.Holders; nil without one) and owner, by local number: what the engine asks of every
 	// read and copy, kept where the node's other state is.
-	size []int32
-	held []int16
+	size  []int32
+	held  []int16
+	owner []int16 // hvac: each local file's owner
 	// tier is shim's placement of each local file (-1: staged when read)
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
@@ -79,6 +84,10 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	if want["clairvoyant+peers"] || want["hvac"] {
 		j.holder = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return order(r, 0) })
 	}
+	if want["hvac"] {
+		j.owner = make([]int16, n)
+		parallel(n, func(g int, _ []int32) { j.owner[g] = int16(peers.Owner(ds.path(g), cfg.Nodes)) }, false, 0)
+	}
 	caps := make([]int64, len(cfg.Tiers))
 	for t, tier := range cfg.Tiers {
 		caps[t] = tier.Capacity
@@ -93,11 +102,17 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		if j.holder != nil {
 			no.held = make([]int16, len(no.files))
 		}
+		if j.owner != nil {
+			no.owner = make([]int16, len(no.files))
+		}
 		for f, g := range no.files {
 			sizes[f] = int64(ds.sizes[g])
 			no.size[f] = ds.sizes[g]
 			if j.holder != nil {
 				no.held[f] = j.holder[g]
+			}
+			if j.owner != nil {
+				no.owner[f] = j.owner[g]
 			}
 		}
 		reads := func(e int) []seed.Order {
