@@ -222,33 +222,50 @@ func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
 		ns.free[target][k] = land
 		return land
 	}
-	r.gamma++
-	land := r.pfsRead(t, size) + size/r.cfg.Tiers[target].Bandwidth
+	land := r.pfsCopy(t, size) + size/r.cfg.Tiers[target].Bandwidth
 	ns.free[target][k] = inf
-	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target | pfsFlag), c: int32(k)})
+	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target), c: int32(k)})
 	return land
 }
 
-// fetch makes a reactive copy of dataset file g on node i in tier target,
-// begun at t by one of its threads, and returns when it lands: from the
-// node that owns it (hvac), else from the PFS.
-func (r *runner) fetch(i, target int, f, g int32, size, t float64) float64 {
-	ns := &r.nodes[i]
-	ns.busy[target]++
-	ns.pending++
-	flag := 0
+// fetch makes a reactive copy of dataset file g (node i's local file f)
+// on node i in tier target, begun at t on the tier's thread k, and
+// returns when it lands: from the node that owns it (hvac), else from the
+// PFS. The thread is booked until then; nothing waits for the landing
+// (a reader finds it by the time, the queue's next copy by the thread's).
+func (r *runner) fetch(i, target, k int, f, g int32, size, t float64) float64 {
 	var done float64
 	switch src := r.source(i, f, g, size, t); {
 	case src >= 0:
 		done = r.netXfer(src, i, max(t, r.sourceLand(src, g)), size)
 	default:
-		r.gamma++
-		flag = pfsFlag
-		done = r.pfsRead(t, size)
+		done = r.pfsCopy(t, size)
 	}
 	land := done + size/r.cfg.Tiers[target].Bandwidth
-	r.at(land, evCopy, i, target|flag)
+	r.nodes[i].free[target][k] = land
 	return land
+}
+
+// pfsCopy reserves a copy's read of size bytes of the PFS at t (now): a
+// reader of the PFS until its bytes are done.
+func (r *runner) pfsCopy(t, size float64) float64 {
+	r.gamma++
+	done := r.pfsRead(t, size)
+	r.copiesOut = append(r.copiesOut, done)
+	return done
+}
+
+// settle counts out of the PFS's readers the copies whose bytes were done
+// by now: their times only grow, as the pipe's reservations do.
+func (r *runner) settle() {
+	for r.outHead < len(r.copiesOut) && r.copiesOut[r.outHead] <= r.now {
+		r.gamma--
+		r.outHead++
+	}
+	if r.outHead > 1024 && r.outHead > len(r.copiesOut)/2 {
+		r.copiesOut = r.copiesOut[:copy(r.copiesOut, r.copiesOut[r.outHead:])]
+		r.outHead = 0
+	}
 }
 
 // source is the node a copy of g for node i comes from, or -1 for the
@@ -297,19 +314,10 @@ func (r *runner) roomIn(ns *nodeState, size int64) int {
 	return -1
 }
 
-// copied frees the thread of a landed copy (thread k of the prefetcher's
-// pool, or one of the reactive policy's) and lets the pool go on.
+// copied frees thread k of tier b of node i's prefetcher, whose copy from
+// the PFS landed, and lets the prefetcher go on.
 func (r *runner) copied(i, b, k int, t float64) {
-	ns := &r.nodes[i]
-	if b&pfsFlag != 0 {
-		r.gamma--
-	}
-	if r.pol == "reactive" || r.pol == "hvac" {
-		ns.busy[b&0xff]--
-		ns.pending--
-	} else {
-		ns.free[b&0xff][k] = t
-	}
+	r.nodes[i].free[b][k] = t
 	r.prefetch(i, t)
 }
 
@@ -355,11 +363,13 @@ func (r *runner) copyQueued(i int, t float64) {
 	for ns.copyHead < len(ns.copyQ) {
 		f := ns.copyQ[ns.copyHead]
 		target := int(ns.tier[f])
-		if ns.busy[target] >= r.cfg.Tiers[target].Threads {
+		k, s := ns.thread(target, t)
+		if s > t { // every thread of the tier busy: look again when one is free
+			r.poolAt(i, s)
 			return
 		}
 		g := no.files[f]
-		ns.land[f] = r.fetch(i, target, f, g, float64(no.size[f]), t)
+		ns.land[f] = r.fetch(i, target, k, f, g, float64(no.size[f]), t)
 		r.owned(i, f, g, ns.land[f])
 		ns.copyHead++
 	}

@@ -17,12 +17,10 @@ const (
 	evRead    = iota // worker a reads on in its batch
 	evReady          // worker a's batch b is ready
 	evCompute        // rank a finished computing its step
-	evCopy           // node a's copy into tier b&0xff landed (b&pfsFlag: it read the PFS; c: its thread)
+	evCopy           // node a's prefetcher's copy from the PFS into tier b landed (c: its thread)
 	evWait           // node a's copy of local file b waits for the node that holds it (c: its thread)
 	evPool           // node a's prefetcher looks again (a thread of it is free, or a copy may begin)
 )
-
-const pfsFlag = 1 << 8
 
 // waitCap is how long a reader waits for a copy on its way before it
 // reads the original (the data plane's 200 ms).
@@ -42,9 +40,13 @@ type runner struct {
 	seq  uint64
 
 	pfsFree float64
-	gamma   int     // readers with a PFS read in flight
-	now     float64 // the time of the event being handled
-	in, out []link  // each node's link, both ways
+	gamma   int // readers with a PFS read in flight
+	// copiesOut are when the copies counted in gamma are done with the
+	// PFS, in order (see settle).
+	copiesOut []float64
+	outHead   int
+	now       float64 // the time of the event being handled
+	in, out   []link  // each node's link, both ways
 
 	nodes   []nodeState
 	ranks   []rankState
@@ -64,15 +66,14 @@ type runner struct {
 }
 
 type nodeState struct {
-	land    []float64 // per local file: when its copy lands (inf: none; queued)
-	tier    []int8    // per local file: the tier of its copy (-1: staged)
-	used    []int64   // per tier: bytes of copies
-	busy    []int     // per tier: copies being made (reactive, hvac)
-	pending int
-	// free is, per tier and thread of the prefetcher's pool, when the
-	// thread is free: a copy from a peer is booked on it ahead, the
-	// others hold it (inf) until their own event. poolAt is when an
-	// evPool is due (inf: none).
+	land []float64 // per local file: when its copy lands (inf: none; queued)
+	tier []int8    // per local file: the tier of its copy (-1: staged)
+	used []int64   // per tier: bytes of copies
+	// free is, per tier and thread of the copy pool, when the thread is
+	// free: the prefetcher books a copy from a peer on it ahead and holds
+	// it (inf) for the others until their own event; a reactive copy
+	// books it until the copy lands. poolAt is when an evPool is due
+	// (inf: none).
 	free   [][]float64
 	poolAt float64
 	// fetches are the reads the prefetcher considers, in order: each
@@ -143,7 +144,6 @@ func newRunner(j *job, pol string) *runner {
 		if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
 			ns.fetches = fetchesOf(no, ns.tier)
 		}
-		ns.busy = make([]int, len(cfg.Tiers))
 		ns.free = make([][]float64, len(cfg.Tiers))
 		for t, tier := range cfg.Tiers {
 			ns.free[t] = make([]float64, tier.Threads)
@@ -370,6 +370,7 @@ func (r *runner) pfsRead(c, size float64) float64 {
 // pfsRate is t(γ) for the readers in the PFS now and the one arriving.
 func (r *runner) pfsRate() float64 {
 	curve := r.cfg.PFS.Curve
+	r.settle()
 	g := r.gamma + 1
 	if g <= curve[0].Readers {
 		return curve[0].Rate
