@@ -45,13 +45,15 @@ func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Or
 // the node that holds each of n files is the one whose rank reads it
 // first in the epoch whose orders order(r) gives for each of w ranks,
 // ranks laid out in blocks of w/nodes per node as the launchers do; -1
-// for a file no rank reads. It keeps 2 bytes per file.
-func Holders(w, nodes, n int, order func(r int) seed.Order) []int16 {
+// for a file no rank reads. pos is where in that rank's order it reads
+// it: another node's copy waits until that node's ranks have passed it
+// (clairvoyant.holderOf). It keeps 6 bytes per file.
+func Holders(w, nodes, n int, order func(r int) seed.Order) (node []int16, pos []int32) {
 	per := w / nodes
-	first := make([]int16, n)
-	for i := range first {
-		first[i] = -1
+	node, pos = make([]int16, n), make([]int32, n)
+	for i := range node {
+		node[i] = -1
 	}
-	firstReaders(w, n, order, func(idx, r, _ int) { first[idx] = int16(r / per) })
-	return first
+	firstReaders(w, n, order, func(idx, r, k int) { node[idx], pos[idx] = int16(r/per), int32(k) })
+	return node, pos
 }

@@ -151,17 +151,36 @@ const (
 )
 
 // mustWait says whether node i's copy of its local file f (dataset file
-// g) must wait at t for its holder.
+// g) must wait at t for its holder: in the first epoch until node i's
+// ranks have read past where the holder's rank reads the file (shim's
+// holderOf: only then should the holder have it), and until the holder's
+// copy has landed (in the first epoch also while it has not begun).
 func (r *runner) mustWait(i int, f, g int32, t float64) bool {
 	if !r.peer {
 		return false
 	}
-	h := int(r.j.nodes[i].held[f])
+	no := r.j.nodes[i]
+	h := int(no.held[f])
 	if h < 0 || h == i {
 		return false
 	}
+	if r.e == 0 && !r.passed(i, r.j.holdPos[g]) {
+		return true
+	}
 	land := r.holderLand(g)
 	return land > t && (land != inf || r.e == 0)
+}
+
+// passed says whether a rank of node i has read position pos of the
+// epoch's order or past it.
+func (r *runner) passed(i int, pos int32) bool {
+	R := r.cfg.RanksPerNode
+	for k := i * R; k < (i+1)*R; k++ {
+		if r.ranks[k].opened >= int(pos) {
+			return true
+		}
+	}
+	return false
 }
 
 // holderLand is when the holder's copy of g lands (inf: it has none), or

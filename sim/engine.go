@@ -92,6 +92,7 @@ type rankState struct {
 	released bool
 	barrier  float64   // when the last step's barrier let it go
 	ready    []float64 // per batch of the epoch: when ready (inf: not yet)
+	opened   int       // the furthest position of the epoch its workers have read (-1: none)
 }
 
 type workerState struct {
@@ -242,7 +243,7 @@ func (r *runner) startEpoch(e int, t float64) {
 	W, P := r.cfg.Loop.Workers, r.cfg.Loop.Prefetch
 	for k := range r.ranks {
 		rk := &r.ranks[k]
-		rk.next, rk.released, rk.barrier = 0, true, t
+		rk.next, rk.released, rk.barrier, rk.opened = 0, true, t, -1
 		rk.sent = min(P*W, r.nb)
 		for b := range rk.ready {
 			rk.ready[b] = inf
@@ -279,6 +280,7 @@ func (r *runner) readOn(a int, t float64) {
 		wk.c = t
 	}
 	end := min((b+1)*B, r.j.k)
+	rk := &r.ranks[rank]
 	for p := b*B + wk.pos; p < end; p++ {
 		f := no.slots[(r.e*r.j.k+p)*R+local]
 		c, stop := r.read(node, f, wk.c, t)
@@ -294,6 +296,7 @@ func (r *runner) readOn(a int, t float64) {
 		}
 		wk.c = c
 		wk.pos++
+		rk.opened = max(rk.opened, p)
 	}
 	wk.pos = 0
 	r.at(wk.c, evReady, a, b)

@@ -22,6 +22,9 @@ type job struct {
 	// the job's first epoch (shim.Holders); nil unless a policy with
 	// peers is run.
 	holder []int16
+	// holdPos is where in its rank's order of the first epoch the holder
+	// reads each file.
+	holdPos []int32
 	// owner is, by dataset index, the node that owns the file under
 	// hvac (peers.Owner of its path); nil unless hvac is run.
 	owner []int16
@@ -82,7 +85,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		want[p] = true
 	}
 	if want["clairvoyant+peers"] || want["hvac"] {
-		j.holder = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return order(r, 0) })
+		j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return order(r, 0) })
 	}
 	if want["hvac"] {
 		j.owner = make([]int16, n)
