@@ -52,8 +52,14 @@ func (q *queue) push(e event, lb float64) {
 // pop takes the next event; ok false when there is none.
 func (q *queue) pop() (event, bool) {
 	for q.head < len(q.fifo) && (len(q.h) == 0 || q.fifo[q.head].lb <= q.h[0].t) {
-		q.h.push(q.fifo[q.head].e)
+		x := &q.fifo[q.head]
 		q.head++
+		// Due before the heap's first and before any other held back
+		// one may be (those behind it were scheduled later): next.
+		if (len(q.h) == 0 || x.e.before(&q.h[0])) && (q.head == len(q.fifo) || x.e.t <= q.fifo[q.head].lb) {
+			return x.e, true
+		}
+		q.h.push(x.e)
 	}
 	if len(q.h) == 0 {
 		return event{}, false
