@@ -44,7 +44,7 @@ func (r *runner) prefetch(i int, t float64) {
 			ns.q++
 			continue
 		}
-		size := int64(no.size[f])
+		size := int64(no.sizes[slot])
 		target := max(int(tier), 0)
 		if tier < 0 && ns.stageUsed+size > r.j.stage {
 			r.poolLater(i, t)

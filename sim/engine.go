@@ -282,8 +282,8 @@ func (r *runner) readOn(a int, t float64) {
 	end := min((b+1)*B, r.j.k)
 	rk := &r.ranks[rank]
 	for p := b*B + wk.pos; p < end; p++ {
-		f := no.slots[(r.e*r.j.k+p)*R+local]
-		c, stop := r.read(node, f, wk.c, t)
+		slot := (r.e*r.j.k+p)*R + local
+		c, stop := r.read(node, no.slots[slot], float64(no.sizes[slot]), wk.c, t)
 		if stop {
 			wk.c = c
 			r.at(c, evRead, a, 0)
@@ -302,14 +302,12 @@ func (r *runner) readOn(a int, t float64) {
 	r.at(wk.c, evReady, a, b)
 }
 
-// read reads local file f of node at c (now is the event's time): it
+// read reads local file f of node, of size bytes, at c (now is the event's time): it
 // returns when the read is done, or stop when the read must wait for its
 // own event at c (it needs the PFS and c is later than now). A read of
 // the PFS is returned negated.
-func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
+func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	no := r.j.nodes[node]
-	g := no.files[f]
-	size := float64(no.size[f])
 	pre := 0.0
 	if r.cfg.Loop.PreprocessRate > 0 {
 		pre = size / r.cfg.Loop.PreprocessRate
@@ -325,8 +323,8 @@ func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
 	}
 	ns := &r.nodes[node]
 	land, tier := ns.land[f], ns.tier[f]
-	if r.ownLand != nil && int(no.owner[f]) == node && r.ownLand[g] < land {
-		land, tier = r.ownLand[g], 0 // a copy this node made for another
+	if r.ownLand != nil && int(no.owner[f]) == node && r.ownLand[no.files[f]] < land {
+		land, tier = r.ownLand[no.files[f]], 0 // a copy this node made for another
 	}
 	if land <= c+waitCap {
 		done := r.tierRead(max(int(tier), 0), max(c, land), size)
@@ -334,7 +332,7 @@ func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
 			ns.land[f] = inf
 			ns.stageUsed -= int64(size)
 			if r.peer && int(no.held[f]) == node {
-				r.holdLand[g] = inf
+				r.holdLand[no.files[f]] = inf
 			}
 		}
 		return done + pre, false
@@ -344,7 +342,7 @@ func (r *runner) read(node int, f int32, c, now float64) (float64, bool) {
 	}
 	done := r.pfsRead(c, size)
 	if r.pol == "reactive" || r.pol == "hvac" {
-		r.copyOnMiss(node, f, g, size, c, done)
+		r.copyOnMiss(node, f, no.files[f], size, c, done)
 	}
 	return -(done + pre), false
 }
@@ -452,7 +450,7 @@ func (r *runner) step(rank int, t float64) {
 		no := r.j.nodes[node]
 		var bytes int64
 		for p := rk.next * B; p < min((rk.next+1)*B, r.j.k); p++ {
-			bytes += int64(no.size[no.slots[(r.e*r.j.k+p)*R+local]])
+			bytes += int64(no.sizes[(r.e*r.j.k+p)*R+local])
 		}
 		c += float64(bytes) / r.cfg.Loop.ComputeRate
 	}

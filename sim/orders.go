@@ -37,6 +37,9 @@ type job struct {
 type nodeOrder struct {
 	files []int32
 	slots []int32
+	// sizes is each read's file's size, beside slots: read in order, as
+	// slots are, where the size by local number is asked at random.
+	sizes []int32
 	// size, held and owner are each local file's size, holder
 	// (shim.Holders; nil without one) and owner, by local number: what the engine asks of every
 	// read and copy, kept where the node's other state is.
@@ -178,7 +181,8 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 // scratch of one int32 per dataset file, all -1, left so.
 func (j *job) layout(i int, order func(r, e int) seed.Order, localOf []int32) *nodeOrder {
 	R := j.cfg.RanksPerNode
-	no := &nodeOrder{slots: make([]int32, 0, j.cfg.Epochs*j.k*R)}
+	n := j.cfg.Epochs * j.k * R
+	no := &nodeOrder{slots: make([]int32, 0, n), sizes: make([]int32, 0, n)}
 	for e := range j.cfg.Epochs {
 		os := make([]seed.Order, R)
 		for r := range os {
@@ -192,6 +196,7 @@ func (j *job) layout(i int, order func(r, e int) seed.Order, localOf []int32) *n
 					no.files = append(no.files, int32(g))
 				}
 				no.slots = append(no.slots, localOf[g])
+				no.sizes = append(no.sizes, j.ds.sizes[g])
 			}
 		}
 	}
