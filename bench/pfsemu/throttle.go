@@ -14,19 +14,26 @@ import (
 // file. A Lustre client does not abort an RPC for a signal either; a
 // process killed while waiting exits once its request is answered.
 //
-// It sleeps the thread (nanosleep), not the goroutine: the server's
-// threads mostly sit in blocking reads of /dev/fuse, and Go's timers
-// then fired late. Measured on a reader's sequential first epoch, a 1 ms
+// Go's timers wake a sleeping goroutine through the network poller,
+// which waits in whole milliseconds: a sleep of 0.5 ms took 1 ms, one of
+// 1.5 ms 2 ms. Measured on a reader's sequential first epoch, a 1 ms
 // LOOKUP took 1.17 ms (median) and 2.0 ms (p90) as soon as two requests
-// overlapped, and a 0.5 ms READ of 128 KiB 2.5 ms; with nanosleep,
-// 1.15, 1.22 and 1.6 ms, whatever overlaps. Each request in its sleep
-// holds a thread, which the runtime adds as needed.
+// overlapped, and a 0.5 ms READ of 128 KiB 2.5 ms. So the last
+// millisecond or two of a delay is slept on the thread (nanosleep): 1.15,
+// 1.22 and 1.6 ms then, whatever overlaps. Longer delays (a READ waiting
+// for the link behind many others) sleep on a timer before that, so that
+// a request holds a thread for at most that long: a thread in nanosleep
+// holds its P until the runtime takes it back (see Mount, GOMAXPROCS).
 func delay(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	ts := unix.NsecToTimespec(int64(d))
-	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	end := time.Now().Add(d)
+	if d > 2*time.Millisecond {
+		time.Sleep(d - 2*time.Millisecond) // late by at most 1 ms
+	}
+	ts := unix.NsecToTimespec(int64(time.Until(end)))
+	for ts.Nano() > 0 && unix.Nanosleep(&ts, &ts) == unix.EINTR {
 	}
 }
 
