@@ -3,7 +3,7 @@
  * C, through plain libc calls, as PyTorch's DataLoader workers do it.
  *
  *   dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]
- *            [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-s STARTUP_US] [-n] [-S]
+ *            [-t COMPUTE_MBPS] [-m whole|pread|mmap|head] [-s STARTUP_US] [-n] [-S]
  *            [-b] [-p] [-L LATDIR] LIST ORDER
  *
  * LIST has one sample per line, in dataset index order:
@@ -13,6 +13,10 @@
  * exact PyTorch DistributedSampler order from seed/):
  *     epochs <E> ranks <R>
  *     <epoch> <rank> <n> <idx> <idx> ...      one line per epoch and rank
+ *
+ * -m says how a whole file is read: read() to EOF, fstat and pread, mmap
+ * and a touch of every page, or (head) a pread of its first 4 KiB, as a
+ * loader reads a header; a record is read whole in every mode.
  *
  * Processes, as in DDP training with a DataLoader per rank: every epoch the
  * coordinator (this process) forks RANKS rank processes; each rank forks
@@ -65,6 +69,7 @@
 #include <unistd.h>
 
 #define BUFSZ (4 << 20)
+#define HEAD 4096 /* -m head reads this much of each whole file */
 
 struct sample {
 	char kind; /* 'f' whole file, 'r' record */
@@ -286,7 +291,9 @@ static long long read_whole(const struct sample *s)
 	if (fd < 0)
 		return -1;
 	long long total = 0;
-	if (mode == 'w') {
+	if (mode == 'h') { /* a file's header: its first HEAD bytes */
+		total = pread_all(fd, 0, HEAD);
+	} else if (mode == 'w') {
 		ssize_t n;
 		while ((n = read(fd, buf, BUFSZ)) != 0) {
 			if (n < 0) {
@@ -665,7 +672,7 @@ static int run_epoch(int e)
 static void usage(void)
 {
 	fprintf(stderr, "usage: dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]\n"
-			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap] [-s STARTUP_US] [-n] [-S] [-b]\n"
+			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap|head] [-s STARTUP_US] [-n] [-S] [-b]\n"
 			"                [-p] [-L LATDIR] [-G BARRIERFILE:JOBRANKS] LIST ORDER\n");
 	exit(2);
 }
@@ -688,6 +695,8 @@ int main(int argc, char **argv)
 				mode = 'p';
 			else if (strcmp(optarg, "mmap") == 0)
 				mode = 'm';
+			else if (strcmp(optarg, "head") == 0)
+				mode = 'h';
 			else
 				usage();
 			break;

@@ -37,6 +37,8 @@ type firstEpochResult struct {
 	Seconds  map[string][][]float64 `json:"seconds"`
 	PFSBytes map[string][][]int64   `json:"pfs_bytes"`
 	Dataset  int64                  `json:"dataset_bytes"`
+	Files    int                    `json:"files"`
+	FileSize int64                  `json:"file_size"`
 }
 
 // r1Configs are R1's configurations: no augur, and augur's reactive
@@ -52,8 +54,8 @@ func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, er
 	if err != nil {
 		return nil, err
 	}
-	ram := filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), "R1")
-	if err := os.MkdirAll(filepath.Dir(ram), 0o700); err != nil { // augur makes the tier, not its parent
+	ram, err := benchRAM("R1")
+	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(filepath.Dir(ram))
@@ -66,24 +68,10 @@ func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, er
 			return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
 		}
 		for _, mode := range []string{dlbench.ReadWhole, dlbench.ReadPread, dlbench.ReadMmap} {
-			res := &firstEpochResult{DirectIO: direct, ReadMode: mode, Dataset: ds.Bytes,
-				Seconds: map[string][][]float64{}, PFSBytes: map[string][][]int64{}}
-			for round := 0; round < r1Rounds; round++ {
-				for _, cfg := range r1Configs {
-					r, err := e.firstEpochRun(srv, ds, mnt, ram, cfg, mode, direct, prog)
-					if err != nil {
-						srv.Unmount()
-						return nil, fmt.Errorf("R1 %s %s: %w", cfg, mode, err)
-					}
-					var secs []float64
-					var bytes []int64
-					for _, ep := range r.Epochs {
-						secs = append(secs, ep.Seconds)
-						bytes = append(bytes, ep.PFS.ReadBytes)
-					}
-					res.Seconds[cfg] = append(res.Seconds[cfg], secs)
-					res.PFSBytes[cfg] = append(res.PFSBytes[cfg], bytes)
-				}
+			res := newFirstEpochResult(ds, r1Size, direct, mode)
+			if err := e.firstEpochRounds(srv, ds, mnt, ram, res, prog); err != nil {
+				srv.Unmount()
+				return nil, err
 			}
 			printFirstEpoch(os.Stdout, res)
 			out = append(out, res)
@@ -93,6 +81,111 @@ func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, er
 		}
 	}
 	return out, nil
+}
+
+func newFirstEpochResult(ds *dlbench.Dataset, size int64, direct bool, mode string) *firstEpochResult {
+	return &firstEpochResult{DirectIO: direct, ReadMode: mode, Dataset: ds.Bytes, Files: ds.Files, FileSize: size,
+		Seconds: map[string][][]float64{}, PFSBytes: map[string][][]int64{}}
+}
+
+// firstEpochRounds runs r1Rounds rounds of R1's configurations, one after
+// the other, into res.
+func (e *env) firstEpochRounds(srv *pfsemu.Server, ds *dlbench.Dataset, mnt, ram string, res *firstEpochResult, prog *dlbench.ProgressLine) error {
+	for round := 0; round < r1Rounds; round++ {
+		for _, cfg := range r1Configs {
+			r, err := e.firstEpochRun(srv, ds, mnt, ram, cfg, res.ReadMode, res.DirectIO, prog)
+			if err != nil {
+				return fmt.Errorf("R1 %s %s: %w", cfg, res.ReadMode, err)
+			}
+			var secs []float64
+			var bytes []int64
+			for _, ep := range r.Epochs {
+				secs = append(secs, ep.Seconds)
+				bytes = append(bytes, ep.PFS.ReadBytes)
+			}
+			res.Seconds[cfg] = append(res.Seconds[cfg], secs)
+			res.PFSBytes[cfg] = append(res.PFSBytes[cfg], bytes)
+		}
+	}
+	return nil
+}
+
+// The two sides of the reactive policy's rule (wait_max, 8 MiB by
+// default): the first open of a file of at most wait_max bytes waits for
+// its copy, a larger one reads the original at once while the queue
+// copies it. A reader of each file's first 4 KiB (a header, as a loader
+// of large records might read), over files of half and twice wait_max,
+// with no client cache, where every byte fetched counts: under the
+// threshold the reader waits for all of each file, which the PFS then
+// serves once; over it, the reader waits for nothing more than without
+// augur, and the PFS serves the file twice in the first epoch (the
+// reader's 4 KiB and the queue's copy).
+const r1SidesFiles = 16
+
+var r1SidesSizes = []int64{4 << 20, 16 << 20}
+
+func (e *env) runWaitMaxSides(prog *dlbench.ProgressLine) ([]*firstEpochResult, error) {
+	fmt.Printf("\n== R1, wait_max's two sides: %d files of each size, a reader of each file's first 4 KiB, no client cache\n", r1SidesFiles)
+	ram, err := benchRAM("R1-sides")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(ram))
+	var out []*firstEpochResult
+	for _, size := range r1SidesSizes {
+		ds, _, mnt, err := prepare(filepath.Join(e.work, fmt.Sprintf("R1-%dMiB", size>>20)), dlbench.GenSpec{
+			Layout: dlbench.LayoutImageFolder, Count: r1SidesFiles, Size: size, Classes: 1, Seed: 1})
+		if err != nil {
+			return nil, err
+		}
+		opts := pfsemu.DefaultOptions(ds.Root, mnt)
+		opts.DirectIO = true
+		srv, err := pfsemu.Mount(opts)
+		if err != nil {
+			return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
+		}
+		res := newFirstEpochResult(ds, size, true, dlbench.ReadHead)
+		err = e.firstEpochRounds(srv, ds, mnt, ram, res, prog)
+		if uerr := srv.Unmount(); err == nil {
+			err = uerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		printWaitMaxSide(os.Stdout, res)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// benchRAM is a RAM tier's path for a run of this process: under
+// /dev/shm, its parent made (augur makes the tier itself, not its
+// parent); the caller removes the parent.
+func benchRAM(name string) (string, error) {
+	ram := filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), name)
+	return ram, os.MkdirAll(filepath.Dir(ram), 0o700)
+}
+
+// printWaitMaxSide prints one side of wait_max: medians of each epoch's
+// time and PFS bytes, no augur and reactive.
+func printWaitMaxSide(w io.Writer, r *firstEpochResult) {
+	fmt.Fprintf(w, "\nR1 wait_max side: %d files of %d MiB, first 4 KiB of each, PFS with direct I/O: medians of %d interleaved rounds\n",
+		r.Files, r.FileSize>>20, len(r.Seconds["pfs"]))
+	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | PFS MB by epoch |\n|---|---|---|---|---|---|\n")
+	base := medianAt(r.Seconds["pfs"], 0)
+	for _, cfg := range r1Configs {
+		row := []string{cfg}
+		for ep := 0; ep < 3; ep++ {
+			row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], ep)))
+		}
+		row = append(row, fmt.Sprintf("%.2f", medianAt(r.Seconds[cfg], 0)/base))
+		var mb []string
+		for ep := 0; ep < 3; ep++ {
+			mb = append(mb, fmt.Sprintf("%.2f", medianAt(r.PFSBytes[cfg], ep)/1e6))
+		}
+		row = append(row, strings.Join(mb, " · "))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
 }
 
 // firstEpochRun runs one configuration of R1 once, cold: the page cache

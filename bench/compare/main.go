@@ -178,9 +178,12 @@ type report struct {
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	// FirstEpoch is R1, per PFS mode and read mode.
 	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
-	PyTorch    *pytorchResult      `json:"pytorch,omitempty"`
-	Learning   []*learnSetup       `json:"learning,omitempty"`
-	Notes      []string            `json:"notes"`
+	// WaitMaxSides is R1's reader of headers over files under and over
+	// wait_max.
+	WaitMaxSides []*firstEpochResult `json:"wait_max_sides,omitempty"`
+	PyTorch      *pytorchResult      `json:"pytorch,omitempty"`
+	Learning     []*learnSetup       `json:"learning,omitempty"`
+	Notes        []string            `json:"notes"`
 }
 
 type env struct {
@@ -283,6 +286,9 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 			return err
 		}
 		rep.FirstEpoch = fr
+		if rep.WaitMaxSides, err = e.runWaitMaxSides(prog); err != nil {
+			return err
+		}
 	}
 	if only == "" || strings.Contains(","+only+",", ",S4,") {
 		nr, err := e.runNodes(rep.Policies, prog)
@@ -333,6 +339,9 @@ func writeTables(name string, rep *report) error {
 	}
 	for _, fr := range rep.FirstEpoch {
 		printFirstEpoch(&b, fr)
+	}
+	for _, fr := range rep.WaitMaxSides {
+		printWaitMaxSide(&b, fr)
 	}
 	printNodes(&b, rep.Nodes)
 	if rep.PyTorch != nil {

@@ -547,3 +547,29 @@ func TestNodesKeepInStep(t *testing.T) {
 			fast.Seconds, fast.Sync)
 	}
 }
+
+// The head mode reads the first 4 KiB of each whole file (all of a
+// smaller one), and records whole.
+func TestRunHeadReadsHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		spec GenSpec
+		want int64
+	}{
+		{GenSpec{Layout: LayoutFlat, Count: 6, Size: 10000}, 6 * 4096},
+		{GenSpec{Layout: LayoutFlat, Count: 6, Size: 1000}, 6 * 1000},
+		{GenSpec{Layout: LayoutRecords, Count: 6, Size: 5000, Files: 2}, 6 * 5000},
+	} {
+		ds, err := Generate(filepath.Join(t.TempDir(), "ds"), tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := Workload{Epochs: 1, Seed: 1, Sampler: "sequential", Ranks: 1, Workers: 0, Batch: 2, Prefetch: 1, ReadMode: ReadHead}
+		res, err := Run(context.Background(), "head", ds, w, Exec{Reader: reader(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := res.Epochs[0]; e.Bytes != tc.want || e.Samples != 6 || e.Errors != 0 {
+			t.Errorf("%s of %d bytes: %+v; want %d bytes", tc.spec.Layout, tc.spec.Size, e, tc.want)
+		}
+	}
+}

@@ -342,7 +342,7 @@ func Flags(fs *flag.FlagSet) func(f *File) error {
 	str("compute", "compute time per batch, like 20ms", jobs(func(j *JobSpec, v string) error { j.Compute = v; return nil }))
 	str("startup", "time before the first read, doing no I/O (imports, model set-up), like 1s", jobs(func(j *JobSpec, v string) error { j.Startup = v; return nil }))
 	str("compute-rate", "compute throughput, like 500MB/s (adds batch bytes / rate per batch)", jobs(func(j *JobSpec, v string) error { j.ComputeRate = v; return nil }))
-	str("read-mode", "whole, pread or mmap (default whole)", jobs(func(j *JobSpec, v string) error { j.ReadMode = v; return nil }))
+	str("read-mode", "whole, pread, mmap or head (default whole)", jobs(func(j *JobSpec, v string) error { j.ReadMode = v; return nil }))
 	boolean("no-io", "the compute loop alone", jobs(func(j *JobSpec, v string) error { j.NoIO = boolv(v); return nil }))
 	boolean("no-sync", "ranks do not meet after every step", jobs(func(j *JobSpec, v string) error { j.NoSync = boolv(v); return nil }))
 	str("preload", "run the readers with this library in LD_PRELOAD", jobs(func(j *JobSpec, v string) error { j.Preload = v; return nil }))

@@ -24,6 +24,7 @@ const (
 	ReadWhole = "whole" // open, read until EOF, close (records: lseek + read)
 	ReadPread = "pread" // open, fstat, pread (records: pread on a kept descriptor)
 	ReadMmap  = "mmap"  // mmap and touch every page
+	ReadHead  = "head"  // open, pread the first 4 KiB (a file's header), close (records: pread)
 )
 
 // Workload is what the readers do: the training loop's shape.
@@ -77,8 +78,8 @@ func (w *Workload) Validate() error {
 		return errors.New("compute time and rate must not be negative")
 	case w.Startup < 0:
 		return errors.New("start-up time must not be negative")
-	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap:
-		return fmt.Errorf("read mode %q: want whole, pread or mmap", w.ReadMode)
+	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap && w.ReadMode != ReadHead:
+		return fmt.Errorf("read mode %q: want whole, pread, mmap or head", w.ReadMode)
 	}
 	return nil
 }
