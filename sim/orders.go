@@ -100,9 +100,12 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	}
 	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
+	reads := j.gather(order)
+	perms = nil
 	var mu sync.Mutex
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
-		no := j.layout(i, order, localOf)
+		no := j.layout(reads[i], localOf)
+		reads[i] = nil
 		sizes := make([]int64, len(no.files))
 		no.size = make([]int32, len(no.files))
 		if j.holder != nil {
@@ -175,30 +178,45 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 	return min(max(need, 2*stage), first/2)
 }
 
-// layout numbers node i's files in the order its ranks first read them
-// (positions in step, every rank's at each, epoch after epoch: the order
-// shim's placer meets them in) and writes down its reads. localOf is
-// scratch of one int32 per dataset file, all -1, left so.
-func (j *job) layout(i int, order func(r, e int) seed.Order, localOf []int32) *nodeOrder {
+// gather writes down every node's reads of the run, as dataset indices,
+// by slot (epoch, then position, then the node's rank): each epoch's
+// orders are read position by position, every rank at each, which is
+// how DistributedSampler's orders lie in the permutation (rank after rank
+// at each position), so the permutation is read in order.
+func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 	R := j.cfg.RanksPerNode
-	n := j.cfg.Epochs * j.k * R
-	no := &nodeOrder{slots: make([]int32, 0, n), sizes: make([]int32, 0, n)}
-	for e := range j.cfg.Epochs {
-		os := make([]seed.Order, R)
+	reads := make([][]int32, j.cfg.Nodes)
+	for i := range reads {
+		reads[i] = make([]int32, j.cfg.Epochs*j.k*R)
+	}
+	parallel(j.cfg.Epochs, func(e int, _ []int32) {
+		os := make([]seed.Order, j.w)
 		for r := range os {
-			os[r] = order(i*R+r, e)
+			os[r] = order(r, e)
 		}
 		for p := range j.k {
-			for _, o := range os {
-				g := o.At(p)
-				if localOf[g] < 0 {
-					localOf[g] = int32(len(no.files))
-					no.files = append(no.files, int32(g))
-				}
-				no.slots = append(no.slots, localOf[g])
-				no.sizes = append(no.sizes, j.ds.sizes[g])
+			for r, o := range os {
+				reads[r/R][(e*j.k+p)*R+r%R] = int32(o.At(p))
 			}
 		}
+	}, false, 0)
+	return reads
+}
+
+// layout numbers a node's files in the order its ranks first read them
+// (slot by slot: positions in step, every rank's at each, epoch after
+// epoch: the order shim's placer meets them in) and writes down its
+// reads, from gather's. localOf is scratch of one int32 per dataset
+// file, all -1, left so.
+func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
+	no := &nodeOrder{slots: make([]int32, len(reads)), sizes: make([]int32, len(reads))}
+	for k, g := range reads {
+		if localOf[g] < 0 {
+			localOf[g] = int32(len(no.files))
+			no.files = append(no.files, g)
+		}
+		no.slots[k] = localOf[g]
+		no.sizes[k] = j.ds.sizes[g]
 	}
 	for _, g := range no.files {
 		localOf[g] = -1
