@@ -66,10 +66,10 @@ func Run(cfg *Config) (*Result, error) {
 	return res, nil
 }
 
-// cost ranks the policies by how long they take to simulate at scale
-// (events per file read: hvac and reactive read the PFS and copy, the
-// clairvoyant ones and staging copy, pfs reads, perfect neither).
-var cost = map[string]int{"hvac": 6, "reactive": 5, "clairvoyant+peers": 4, "clairvoyant": 3, "staging": 2, "pfs": 1}
+// cost ranks the policies by how long they take to simulate at scale, as
+// measured at 1024 nodes (per epoch: hvac 0.65 s, the clairvoyant ones,
+// staging and reactive 0.33-0.38 s, pfs 0.13 s, perfect 0.01 s).
+var cost = map[string]int{"hvac": 6, "clairvoyant": 5, "clairvoyant+peers": 4, "staging": 3, "reactive": 2, "pfs": 1}
 
 // longestFirst is the order to run policies in so that the two cores
 // finish together: the longest first (the list's indices).
