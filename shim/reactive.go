@@ -34,6 +34,7 @@ type reactive struct {
 	files []int64                        // copies published per tier
 	waits copyWaits                      // for the copies other nodes asked for
 	warn  sync.Once
+	full  sync.Once // stopWaiting's message
 }
 
 func newReactive(l *Leader) *reactive {
@@ -183,6 +184,12 @@ func (r *reactive) copyNow(path string) {
 		}
 		return
 	}
+	if !r.fits(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path)
+		r.stopWaiting()
+		return
+	}
 	r.l.seg.markCopying(path) // before the copy can end, which clears it
 	// The reader opens the copy once it is in place, while the source is
 	// stat'ed again: that request is not in the reader's way.
@@ -199,6 +206,28 @@ func (r *reactive) copyNow(path string) {
 		// are answered no at once), or the pool is closing.
 		r.l.seg.clearCopying(path)
 	}
+}
+
+// fits says whether some tier has room for a copy of size bytes now.
+func (r *reactive) fits(size int64) bool {
+	for i := range r.pool.Tiers() {
+		if r.pool.Fits(i, size) {
+			return true
+		}
+	}
+	return false
+}
+
+// stopWaiting tells readers to stop asking for copies (wait_max 0): no
+// tier had room for the last one asked, nothing is evicted under this
+// policy, and each request would cost the shared filesystem an open and
+// the reader a wait, for nothing (measured in make bench's S3, where the
+// dataset is twice the tiers: the first epoch 1.2x no augur's).
+func (r *reactive) stopWaiting() {
+	setU64(&r.l.seg.s.leader.wait_max, 0)
+	r.full.Do(func() {
+		r.l.log.Info().Msg("the tiers are full: first opens read the original from now on, without waiting for a copy")
+	})
 }
 
 // fetchOwned makes this node's copy of a file another node asked for and

@@ -1,0 +1,52 @@
+package shim
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/augur-hpc/augur/tiering"
+	"github.com/rs/zerolog"
+)
+
+// A reader's request for a copy that no tier has room for is answered
+// no, and readers are told to stop asking (wait_max 0): nothing is
+// evicted under the reactive policy, and every later request would cost
+// the shared filesystem an open and the reader a wait for nothing. A copy
+// that fits is made while there is room.
+func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
+	root := t.TempDir()
+	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
+	must(t, os.WriteFile(small, make([]byte, 1000), 0o644))
+	must(t, os.WriteFile(big, make([]byte, 5000), 0o644))
+	tier := tiering.Tier{Path: filepath.Join(t.TempDir(), "ram"), Capacity: 4096, Threads: 1}
+	seg := testSegment(t, "unit-reactive-full")
+	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, WaitMax: 1 << 20}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	defer l.Close()
+	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
+		t.Fatalf("wait_max %d published, want %d", got, 1<<20)
+	}
+	l.request(Event{Kind: EvRequest, Path: small}) // returns once the copy is settled
+	if cp, _ := tiering.CopyPath(tier.Path, small); !exists(cp) {
+		t.Fatal("the file that fits was not copied")
+	}
+	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
+		t.Fatalf("wait_max %d after a copy that fit, want %d", got, 1<<20)
+	}
+	l.request(Event{Kind: EvRequest, Path: big})
+	if cp, _ := tiering.CopyPath(tier.Path, big); exists(cp) {
+		t.Error("a copy larger than the room left was made")
+	}
+	if got := u64(&seg.s.leader.wait_max); got != 0 {
+		t.Errorf("wait_max %d once the tiers are full, want 0", got)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
