@@ -18,7 +18,9 @@ type Result struct {
 	Root     string   `json:"read_root"` // where the readers read it
 	Preload  string   `json:"preload,omitempty"`
 	Epochs   []Epoch  `json:"epochs"`
-	// Seconds is the reader process's wall time from start to exit;
+	// Seconds is the reader process's wall time from start to exit,
+	// less the time Exec.BetweenEpochs took (the harness's page-cache
+	// drops: 0.6 s each on a machine holding a million files in tmpfs);
 	// Overhead is Seconds minus the epochs (start-up, a preload's
 	// initialisation, exit).
 	Seconds  float64 `json:"seconds"`

@@ -231,6 +231,7 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 		}
 	}
 	start := time.Now()
+	var between time.Duration // spent in x.BetweenEpochs
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -274,7 +275,10 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 			}
 			res.Epochs = append(res.Epochs, *ep)
 			if x.BetweenEpochs != nil {
-				if err := x.BetweenEpochs(); err != nil {
+				t := time.Now()
+				err := x.BetweenEpochs()
+				between += time.Since(t) // the harness's, not the job's
+				if err != nil {
 					perr = err
 					break
 				}
@@ -289,7 +293,7 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 	}
 	io.Copy(io.Discard, stdout)
 	werr := cmd.Wait()
-	res.Seconds = time.Since(start).Seconds()
+	res.Seconds = (time.Since(start) - between).Seconds()
 	res.Overhead = res.Seconds - res.TotalSeconds()
 	res.Stderr = stderr.String()
 	switch {
