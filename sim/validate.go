@@ -55,7 +55,9 @@ type benchJSON struct {
 		OpenLatency string `json:"open_latency"`
 		ReadLatency string `json:"read_latency"`
 		MetaLatency string `json:"meta_latency"`
-		DirectIO    bool   `json:"direct_io"`
+		// DirectIO is true when every scenario ran with direct I/O; a
+		// file whose scenarios say each their own has a note here instead.
+		DirectIO any `json:"direct_io"`
 	} `json:"pfs"`
 	Scenarios []struct {
 		Name     string `json:"name"`
@@ -206,7 +208,7 @@ func (b *benchJSON) scenarios() ([]*scenario, error) {
 		c.Loop = Loop{Batch: b.Workload.Batch, Workers: b.Workload.Workers, Prefetch: b.Workload.Prefetch,
 			Compute: float64(b.Workload.ComputeNS) / 1e9}
 		c.PFS = PFS{Curve: []CurvePoint{{1, bw}}, Latency: lat, ReadLatency: readLat, RequestSize: benchRequest,
-			ClientCache: !b.PFS.DirectIO}
+			ClientCache: b.PFS.DirectIO != true}
 		c.Prefetch = Prefetch{Lookahead: 1024, Pending: 256}
 		c.Net = Net{Bandwidth: 1e12}
 		return c
@@ -217,7 +219,7 @@ func (b *benchJSON) scenarios() ([]*scenario, error) {
 		// make bench runs S1-S3 with the PFS client's page cache (dropped
 		// between epochs) and again with direct I/O; each is simulated
 		// with its own client, the direct-I/O runs named so.
-		direct := b.PFS.DirectIO
+		direct := b.PFS.DirectIO == true
 		if s.DirectIO != nil {
 			direct = *s.DirectIO
 		}
