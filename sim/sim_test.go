@@ -178,10 +178,11 @@ latency = "1ms"
 
 // bench.json's S1-S3 once with the PFS client's page cache and once with
 // direct I/O (or, before it had both, without the field: the page
-// cache): each is simulated with its own client.
+// cache): each is simulated with its own client. The file's pfs section
+// then says so in words where it had a bool.
 func TestValidatePicksScenarioByDirectIO(t *testing.T) {
 	doc := `{"workload":{"epochs":3,"seed":1,"ranks":2,"workers":2,"batch":16,"prefetch":2,"compute_ns":15000000},
-	"pfs":{"bandwidth":"200MB/s","open_latency":"2ms","read_latency":"0.5ms","meta_latency":"1ms"},
+	"pfs":{"bandwidth":"200MB/s","open_latency":"2ms","read_latency":"0.5ms","meta_latency":"1ms","direct_io":"both: each scenario's direct_io"},
 	"first_epoch":{"anything":1},
 	"scenarios":[%s]}`
 	sc := func(direct string) string {
