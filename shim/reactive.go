@@ -166,7 +166,7 @@ const requestWait = 30 * time.Second
 // original). A file too large to wait for is queued as one opened from
 // the original.
 func (r *reactive) copyNow(path string) {
-	src, err := tiering.OpenSource(path)
+	src, err := tiering.OpenSourceUncached(path)
 	if err != nil || src.Stat.Mode&unix.S_IFMT != unix.S_IFREG {
 		if src != nil {
 			src.File.Close()

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,8 +42,17 @@ func (e *TierError) Unwrap() error { return e.Err }
 const copyBuf = 1 << 20
 
 // copyBufs keeps the copy loops' buffers: a fresh megabyte per file,
-// zeroed by the runtime, cost the copier a fifth of its CPU time.
-var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
+// zeroed by the runtime, cost the copier a fifth of its CPU time. Each is
+// aligned to directAlign, as O_DIRECT reads need (Source.Direct).
+var copyBufs = sync.Pool{New: func() any {
+	b := make([]byte, copyBuf+directAlign)
+	off := directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)
+	return (*[copyBuf]byte)(b[off%directAlign:])
+}}
+
+// directAlign is the alignment of O_DIRECT reads' buffers, offsets and
+// lengths: the page size, which every filesystem accepts.
+const directAlign = 4096
 
 // Publish copies source into the tier under the atomic publish protocol
 // and returns the bytes copied: a temporary file in tmp/, created
@@ -64,9 +75,10 @@ func (tr *Tree) Publish(source string) (int64, error) {
 // the source did not change. A client without caching sends each of
 // them to the servers.
 type Source struct {
-	File *os.File
-	Stat unix.Stat_t // through File, when it was opened
-	Link bool        // the path ends in a symlink (LinkXattr)
+	File   *os.File
+	Stat   unix.Stat_t // through File, when it was opened
+	Link   bool        // the path ends in a symlink (LinkXattr)
+	Direct bool        // File reads bypass the client's page cache (O_DIRECT)
 	// Placed, if set, is called as soon as the copy is in place, before
 	// the source is checked again: a reader waiting for this copy reads
 	// it meanwhile. A copy the check then finds changed is removed; the
@@ -78,12 +90,39 @@ type Source struct {
 // OpenSource opens path for a copy. It opens without following a final
 // symlink first, and learns that way whether the path is one without a
 // separate lstat.
-func OpenSource(path string) (*Source, error) {
+func OpenSource(path string) (*Source, error) { return openSource(path, 0) }
+
+// OpenSourceUncached is OpenSource with the client's page cache bypassed
+// (O_DIRECT) where the filesystem allows it. For a copy a reader waits
+// for: the bytes go to the tier, a second copy of them in the client's
+// cache is memory the job needs, and a FUSE client's readahead put
+// 0.1 ms per file on the reader's wait (make bench's R1, page cache:
+// epoch 1 1.05x no augur, 1.01x uncached). A filesystem that refuses
+// O_DIRECT is read through its cache.
+func OpenSourceUncached(path string) (*Source, error) {
+	if noDirect.Load() {
+		return OpenSource(path)
+	}
+	s, err := openSource(path, unix.O_DIRECT)
+	if errors.Is(err, unix.EINVAL) {
+		noDirect.Store(true) // one filesystem of the job refused: ask no more
+		return OpenSource(path)
+	}
+	if s != nil {
+		s.Direct = true
+	}
+	return s, err
+}
+
+// noDirect is set once a filesystem refused O_DIRECT.
+var noDirect atomic.Bool
+
+func openSource(path string, flags int) (*Source, error) {
 	s := &Source{}
-	fd, err := openRead(path, unix.O_NOFOLLOW)
+	fd, err := openRead(path, unix.O_NOFOLLOW|flags)
 	if errors.Is(err, unix.ELOOP) {
 		s.Link = true
-		fd, err = openRead(path, 0)
+		fd, err = openRead(path, flags)
 	}
 	if err != nil {
 		return nil, err
@@ -106,7 +145,7 @@ func (tr *Tree) PublishSource(source string, src *Source) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	copyIn := func(dst *os.File) (int64, error) { return copyLoop(dst, src.File, src.Stat.Size) }
+	copyIn := func(dst *os.File) (int64, error) { return copyLoop(dst, src.File, src.Stat.Size, src.Direct) }
 	// The bytes are the descriptor's file's, whatever is renamed over
 	// source meanwhile: its stat is the one to compare.
 	fd := int(src.File.Fd())
@@ -245,15 +284,29 @@ func holds(tmp *os.File, n int64) error {
 
 // copyLoop copies size bytes of src, from its start, into dst. It stops
 // short at EOF: the caller compares the count with the source's size.
-func copyLoop(dst, src *os.File, size int64) (int64, error) {
+// With direct, src was opened O_DIRECT: each read asks for a multiple of
+// directAlign bytes (the last one returns short, at EOF, in the same
+// request), and a filesystem that refuses such a read gets the rest
+// through its cache (O_DIRECT cleared on the descriptor, no new open).
+func copyLoop(dst, src *os.File, size int64, direct bool) (int64, error) {
 	b := copyBufs.Get().(*[copyBuf]byte)
 	defer copyBufs.Put(b)
 	var n int64
 	for n < size {
-		buf := b[:min(int64(copyBuf), size-n)]
-		r, err := src.ReadAt(buf, n)
+		want := min(int64(copyBuf), size-n)
+		if direct {
+			want = min(int64(copyBuf), (want+directAlign-1)/directAlign*directAlign)
+		}
+		r, err := src.ReadAt(b[:want], n)
+		if direct && r == 0 && errors.Is(err, unix.EINVAL) {
+			direct = false
+			if err := clearDirect(src); err != nil {
+				return n, err
+			}
+			continue
+		}
 		if r > 0 {
-			if _, werr := dst.Write(buf[:r]); werr != nil {
+			if _, werr := dst.Write(b[:r]); werr != nil {
 				return n, &TierError{werr}
 			}
 			n += int64(r)
@@ -264,8 +317,21 @@ func copyLoop(dst, src *os.File, size int64) (int64, error) {
 		if err != nil {
 			return n, err
 		}
+		if direct && int64(r) < want {
+			return n, nil // short: EOF
+		}
 	}
 	return n, nil
+}
+
+// clearDirect turns O_DIRECT off on f's open file.
+func clearDirect(f *os.File) error {
+	fd := int(f.Fd())
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_DIRECT)
+	}
+	return err
 }
 
 // finish gives the copy its source's mode, times and identity, through

@@ -147,3 +147,44 @@ func noTemp(t *testing.T, tier *Tree) {
 		t.Errorf("temporary files left: %v", entries)
 	}
 }
+
+// A source opened uncached (O_DIRECT where the filesystem allows it) is
+// copied byte for byte whatever its size: the reads ask for whole pages
+// and the last one comes back short at EOF. On a filesystem that refuses
+// O_DIRECT (tmpfs before Linux 6.6) it is read through the cache.
+func TestPublishUncachedSourceOfEverySize(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		tr, _ := newTier(t, 1<<30)
+		for _, size := range []int{0, 1, 511, 4096, 4097, 100000, copyBuf, copyBuf + 1, 3*copyBuf - 5} {
+			f, err := os.CreateTemp(dir, "src-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(f.Name())
+			want := make([]byte, size)
+			for i := range want {
+				want[i] = byte(i*7 + size)
+			}
+			if _, err := f.Write(want); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			src, err := OpenSourceUncached(f.Name())
+			if err != nil {
+				t.Fatalf("%s, %d bytes: %v", dir, size, err)
+			}
+			n, err := tr.PublishSource(f.Name(), src)
+			src.File.Close()
+			if err != nil || n != int64(size) {
+				t.Fatalf("%s, %d bytes (direct %v): published %d, %v", dir, size, src.Direct, n, err)
+			}
+			cp, _ := CopyPath(tr.Path, f.Name())
+			if got, _ := os.ReadFile(cp); !bytes.Equal(got, want) {
+				t.Fatalf("%s, %d bytes (direct %v): the copy differs", dir, size, src.Direct)
+			}
+			if size == 0 {
+				t.Logf("%s: read with O_DIRECT: %v", dir, src.Direct)
+			}
+		}
+	}
+}
