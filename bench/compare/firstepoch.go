@@ -171,21 +171,7 @@ func benchRAM(name string) (string, error) {
 func printWaitMaxSide(w io.Writer, r *firstEpochResult) {
 	fmt.Fprintf(w, "\nR1 wait_max side: %d files of %d MiB, first 4 KiB of each, PFS with direct I/O: medians of %d interleaved rounds\n",
 		r.Files, r.FileSize>>20, len(r.Seconds["pfs"]))
-	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | PFS MB by epoch |\n|---|---|---|---|---|---|\n")
-	base := medianAt(r.Seconds["pfs"], 0)
-	for _, cfg := range r1Configs {
-		row := []string{cfg}
-		for ep := 0; ep < 3; ep++ {
-			row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], ep)))
-		}
-		row = append(row, fmt.Sprintf("%.2f", medianAt(r.Seconds[cfg], 0)/base))
-		var mb []string
-		for ep := 0; ep < 3; ep++ {
-			mb = append(mb, fmt.Sprintf("%.2f", medianAt(r.PFSBytes[cfg], ep)/1e6))
-		}
-		row = append(row, strings.Join(mb, " · "))
-		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
-	}
+	printR1Table(w, r, "PFS MB by epoch", "%.2f", 1e6)
 }
 
 // firstEpochRun runs one configuration of R1 once, cold: the page cache
@@ -229,17 +215,24 @@ func printFirstEpoch(w io.Writer, r *firstEpochResult) {
 		mode = "direct I/O (no client cache)"
 	}
 	fmt.Fprintf(w, "\nR1 %s reads, PFS with %s: medians of %d interleaved rounds\n", r.ReadMode, mode, len(r.Seconds["pfs"]))
-	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | PFS bytes / dataset by epoch |\n|---|---|---|---|---|---|\n")
+	printR1Table(w, r, "PFS bytes / dataset by epoch", "%.3f", float64(r.Dataset))
+}
+
+// printR1Table prints R1's configurations, medians over rounds: each
+// epoch's time, epoch 1 against no augur's (in ratioFmt), and each
+// epoch's PFS bytes divided by per, under the heading bytesHead.
+func printR1Table(w io.Writer, r *firstEpochResult, bytesHead, ratioFmt string, per float64) {
+	fmt.Fprintf(w, "| config | epoch 1 | epoch 2 | epoch 3 | epoch 1 x pfs | %s |\n|---|---|---|---|---|---|\n", bytesHead)
 	base := medianAt(r.Seconds["pfs"], 0)
 	for _, cfg := range r1Configs {
 		row := []string{cfg}
 		for ep := 0; ep < 3; ep++ {
 			row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], ep)))
 		}
-		row = append(row, fmt.Sprintf("%.3f", medianAt(r.Seconds[cfg], 0)/base))
+		row = append(row, fmt.Sprintf(ratioFmt, medianAt(r.Seconds[cfg], 0)/base))
 		var bytes []string
 		for ep := 0; ep < 3; ep++ {
-			bytes = append(bytes, fmt.Sprintf("%.2f", medianAt(r.PFSBytes[cfg], ep)/float64(r.Dataset)))
+			bytes = append(bytes, fmt.Sprintf("%.2f", medianAt(r.PFSBytes[cfg], ep)/per))
 		}
 		row = append(row, strings.Join(bytes, " · "))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
