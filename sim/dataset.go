@@ -60,5 +60,3 @@ func listFiles(dir string) (*files, error) {
 	}
 	return f, nil
 }
-
-func createFile(name string) (*os.File, error) { return os.Create(name) }

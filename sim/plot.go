@@ -3,12 +3,12 @@ package sim
 import (
 	"image/color"
 
+	"github.com/augur-hpc/augur/internal/plotgrid"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Panel is one scenario's result in a plot.
@@ -61,25 +61,7 @@ func Plot(name string, panels []Panel) error {
 		p.Add(plotter.NewGrid())
 		grid[k/cols][k%cols] = p
 	}
-	img := vgimg.New(vg.Points(float64(cols)*420), vg.Points(float64(rows)*300))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
+	tiles := draw.Tiles{PadX: vg.Points(12), PadY: vg.Points(12),
 		PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(6)}
-	canvases := plot.Align(grid, tiles, dc)
-	for i := range grid {
-		for j, p := range grid[i] {
-			if p != nil {
-				p.Draw(canvases[i][j])
-			}
-		}
-	}
-	f, err := createFile(name)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return plotgrid.Write(name, grid, vg.Points(420), vg.Points(300), tiles)
 }

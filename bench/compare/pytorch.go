@@ -236,5 +236,3 @@ func printPyTorch(w io.Writer, pr *pytorchResult) {
 		Dataset: pr.Dataset, Runs: pr.Runs, RAMTier: int64(float64(ramTier)), DiskTier: int64(float64(diskTier))}
 	printScenario(w, sr)
 }
-
-func createFile(name string) (*os.File, error) { return os.Create(name) }

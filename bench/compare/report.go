@@ -7,12 +7,12 @@ import (
 	"io"
 	"strings"
 
+	"github.com/augur-hpc/augur/internal/plotgrid"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func find(runs []*run, name string) *run {
@@ -285,28 +285,9 @@ func plotEpochs(name string, rep *report) error {
 		p.BackgroundColor = color.White
 		plots[k/cols][k%cols] = p
 	}
-	const w, h = 6 * vg.Inch, 4 * vg.Inch
-	img := vgimg.New(w*cols, h*vg.Length(rows))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
+	tiles := draw.Tiles{PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		for j, p := range plots[i] {
-			if p != nil {
-				p.Draw(canvases[i][j])
-			}
-		}
-	}
-	f, err := createFile(name)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return plotgrid.Write(name, plots, 6*vg.Inch, 4*vg.Inch, tiles)
 }
 
 // configIndex is the position of a configuration in the table, so that
