@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -110,8 +109,10 @@ func (e *env) learnOne(name, about, data string, args []string) (*learnSetup, er
 			continue
 		}
 		if c.policy != "" {
-			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
-				r.AugurStat = json.RawMessage(out)
+			if r.AugurStat, err = e.augurStat(job, 2); err != nil {
+				r.Error = err.Error()
+				fmt.Printf("  %-18s failed: %v\n", c.name, err)
+				continue
 			}
 		}
 		fmt.Printf("  %-18s epochs %s  total %.2fs  %s\n", c.name, epochList(r), r.total(), lockSummary(r))

@@ -107,8 +107,7 @@ func (e *env) newPyRig(data, dir, name string) (*pyRig, error) {
 	if err := mountPoint(g.mnt); err != nil {
 		return nil, err
 	}
-	g.ram, g.disk, g.tierSpec = e.tiers(scenario{Name: name})
-	if err := os.MkdirAll(filepath.Dir(g.ram), 0o700); err != nil { // augur makes only the tier itself
+	if g.ram, g.disk, g.tierSpec, err = e.tiers(name); err != nil {
 		return nil, err
 	}
 	g.popts = pfsOptions(data, g.mnt, false)

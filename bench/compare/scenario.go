@@ -18,12 +18,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tiers returns the AUGUR_TIERS value of a scenario's tiers.
-func (e *env) tiers(s scenario) (ram, disk string, spec string) {
-	ram = filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), s.Name)
-	disk = filepath.Join(e.work, s.Name, "tier-disk")
+// tiers returns the RAM and disk tiers of the runs named name and their
+// AUGUR_TIERS value. It makes their parents: augur makes only a tier's
+// own directory, and drops a tier whose parent is missing (with a
+// message), which make bench once did unnoticed for a dozen runs.
+func (e *env) tiers(name string) (ram, disk string, spec string, err error) {
+	ram = filepath.Join("/dev/shm", fmt.Sprintf("augur-bench-%d", os.Getpid()), name)
+	disk = filepath.Join(e.work, name, "tier-disk")
 	spec = fmt.Sprintf("%s:%d,%s:%d", ram, e.sized(ramTier), disk, e.sized(diskTier))
-	return ram, disk, spec
+	for _, d := range []string{ram, disk} {
+		if err := os.MkdirAll(filepath.Dir(d), 0o700); err != nil {
+			return "", "", "", err
+		}
+	}
+	return ram, disk, spec, nil
+}
+
+// augurStat is augur stat of job, checked to use every one of the tiers
+// it was given: a run that lost a tier measured another configuration.
+func (e *env) augurStat(job string, tiers int) (json.RawMessage, error) {
+	out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output()
+	if err != nil {
+		return nil, fmt.Errorf("augur stat --job %s: %v", job, err)
+	}
+	var st shim.Stats
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("augur stat --job %s: %v", job, err)
+	}
+	if len(st.Tiers) != tiers {
+		return nil, fmt.Errorf("augur used %d of the run's %d tiers (see the readers' stderr)", len(st.Tiers), tiers)
+	}
+	return json.RawMessage(out), nil
 }
 
 func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.ProgressLine) (*scenarioResult, error) {
@@ -42,7 +67,10 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 		return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
 	}
 	defer func() { srv.Unmount() }()
-	ram, disk, tierSpec := e.tiers(s)
+	ram, disk, tierSpec, err := e.tiers(s.Name)
+	if err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(filepath.Dir(ram))
 	defer os.RemoveAll(disk)
 	sr := &scenarioResult{scenario: s, Samples: len(ds.Samples), Dataset: ds.Describe(),
@@ -111,8 +139,10 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 			return r, nil
 		}
 		if job != "" {
-			if out, err := exec.Command(e.augur, "stat", "--json", "--job", job).Output(); err == nil && json.Valid(out) {
-				r.AugurStat = json.RawMessage(out)
+			if r.AugurStat, err = e.augurStat(job, 2); err != nil {
+				r.Error = err.Error()
+				fmt.Printf("  %-26s failed: %v\n", label, err)
+				return r, nil
 			}
 		}
 		fmt.Printf("  %-26s epochs %s  total %.2fs\n", label, epochList(r), r.total())
