@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augur-hpc/augur/shim"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -27,6 +28,7 @@ type Config struct {
 	Loop         Loop
 	Tiers        []Tier // each node's, fastest first
 	Prefetch     Prefetch
+	Reactive     Reactive
 	PFS          PFS
 	Net          Net
 	Policies     []string
@@ -68,6 +70,16 @@ type Prefetch struct {
 	Stage     int64
 	Lookahead int
 	Pending   int
+}
+
+// Reactive is augur's reactive policy's rule (wait_max, shim's
+// Config.WaitMax): the first reader of a file of at most WaitMax bytes
+// asks its node's leader for a copy and waits for it, then reads the
+// copy; a larger file is read from the original while the queue copies
+// it. 0: no reader waits (MONARCH's own behaviour: the reader reads the
+// original while the file is copied).
+type Reactive struct {
+	WaitMax int64
 }
 
 // PFS is the shared filesystem: an aggregate read throughput that
@@ -122,6 +134,7 @@ func Lassen() *Config {
 			{Capacity: 900 * gB, Bandwidth: 4 * gB, Threads: 2},
 		},
 		Prefetch: Prefetch{Stage: 5 * gB, Lookahead: 1024, Pending: 256},
+		Reactive: Reactive{WaitMax: shim.DefaultWaitMax},
 		PFS: PFS{Curve: []CurvePoint{{1, 330 * mB}, {2, 730 * mB}, {4, 1540 * mB}, {8, 2870 * mB}},
 			RequestSize: 1 << 20},
 		Net:      Net{Bandwidth: 24000 * mB},
@@ -170,6 +183,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Prefetch.Lookahead < 1 || c.Prefetch.Pending < 1 {
 		bad("lookahead and pending must be at least 1")
+	}
+	if c.Reactive.WaitMax < 0 {
+		bad("wait_max must not be negative")
 	}
 	for _, p := range c.Policies {
 		if !known(p) {
@@ -221,6 +237,9 @@ type fileConfig struct {
 		Lookahead *int   `toml:"lookahead"`
 		Pending   *int   `toml:"pending"`
 	} `toml:"prefetch"`
+	Reactive struct {
+		WaitMax string `toml:"wait_max"`
+	} `toml:"reactive"`
 	PFS struct {
 		Throughput  []string `toml:"throughput"`
 		Latency     string   `toml:"latency"`
@@ -295,10 +314,11 @@ func (c *Config) apply(f *fileConfig) error {
 	num(&c.PFS.ReadLatency, f.PFS.ReadLatency, parseSeconds)
 	num(&c.Net.Bandwidth, f.Net.Bandwidth, ParseRate)
 	num(&c.Net.Latency, f.Net.Latency, parseSeconds)
-	stage, req := float64(c.Prefetch.Stage), float64(c.PFS.RequestSize)
+	stage, req, wait := float64(c.Prefetch.Stage), float64(c.PFS.RequestSize), float64(c.Reactive.WaitMax)
 	num(&stage, f.Prefetch.Stage, ParseSize)
 	num(&req, f.PFS.RequestSize, ParseSize)
-	c.Prefetch.Stage, c.PFS.RequestSize = int64(stage), int64(req)
+	num(&wait, f.Reactive.WaitMax, ParseSize)
+	c.Prefetch.Stage, c.PFS.RequestSize, c.Reactive.WaitMax = int64(stage), int64(req), int64(wait)
 	if f.PFS.Throughput != nil {
 		curve, err := ParseCurve(strings.Join(f.PFS.Throughput, ","))
 		if err != nil {

@@ -340,8 +340,46 @@ func (r *runner) copied(i, b, k int, t float64) {
 	r.prefetch(i, t)
 }
 
-// copyOnMiss is the reactive policy's copy of a file read from the PFS
-// (its read begun at now, done at done) into the first tier with room, never evicting.
+// request is augur's reactive policy at the first open of node's local
+// file f, which has no copy and none on its way, at c (now): the reader
+// asks its node's leader for a copy (wait_max) and waits (shim's
+// reactive.onRequest and copyNow). The leader copies the file at once,
+// beside the queue and its threads, reading the PFS once (uncached), into
+// the first tier with room, and the reader then reads the copy: request
+// returns when that read is done, ok true. Else the reader reads the
+// original, from the time returned (ok false): at once when it does not
+// ask (wait_max 0, or the node stopped asking) or when another node owns
+// the file (hvac: that copy comes through the owner, behind the queue);
+// after the leader's open of the source (a PFS latency) when the file is
+// larger than wait_max (the queue copies it) or when no tier has room for
+// it, after which the node's readers stop asking.
+func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
+	ns, no := &r.nodes[node], r.j.nodes[node]
+	wait := r.cfg.Reactive.WaitMax
+	if wait <= 0 || ns.stopped || (r.ownLand != nil && int(no.owner[f]) != node) {
+		return c, false
+	}
+	if size > float64(wait) {
+		return c + r.cfg.PFS.Latency, false
+	}
+	t := r.roomIn(ns, int64(size))
+	if t < 0 {
+		ns.stopped = true
+		return c + r.cfg.PFS.Latency, false
+	}
+	ns.used[t] += int64(size)
+	ns.tier[f] = int8(t)
+	land := r.pfsCopy(c, size) + size/r.cfg.Tiers[t].Bandwidth
+	ns.land[f] = land
+	r.owned(node, f, no.files[f], land)
+	return r.tierRead(t, land, size), true
+}
+
+// copyOnMiss is the reactive policy's copy of a file a reader read from
+// the PFS without waiting for a copy (see request: wait_max 0, the node
+// stopped asking, a file larger than wait_max, another node's file),
+// its read begun at now and done at done, into the first tier with room,
+// never evicting.
 // When the client caches the PFS's pages and the copy is to come from the
 // PFS, it rides the reader's pages and lands as the read ends; else it
 // waits its turn in the node's queue.

@@ -84,6 +84,9 @@ type nodeState struct {
 	stageUsed int64
 	copyQ     []int32 // reactive: local files to copy, in order of first read
 	copyHead  int
+	// stopped (reactive, hvac): no tier had room for a copy a reader
+	// asked for, and the node's readers ask no more (wait_max 0).
+	stopped bool
 }
 
 type rankState struct {
@@ -340,7 +343,15 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	if c > now {
 		return c, true
 	}
-	done := r.pfsRead(c, size)
+	begin := c
+	if (r.pol == "reactive" || r.pol == "hvac") && land == inf {
+		done, ok := r.request(node, f, size, c)
+		if ok {
+			return done + pre, false
+		}
+		begin = done
+	}
+	done := r.pfsRead(begin, size)
 	if r.pol == "reactive" || r.pol == "hvac" {
 		r.copyOnMiss(node, f, no.files[f], size, c, done)
 	}

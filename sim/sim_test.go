@@ -161,13 +161,16 @@ threads = 4
 [pfs]
 throughput = ["1:100MB/s", "4:300MB/s"]
 latency = "1ms"
+[reactive]
+wait_max = "1MiB"
 `), 0o644)
 	c := Lassen()
 	if err := c.ReadFile(f); err != nil {
 		t.Fatal(err)
 	}
 	if c.Nodes != 16 || c.Dataset.Count != 1000 || c.Dataset.Mean != 2*mB || len(c.Tiers) != 1 ||
-		c.Tiers[0].Capacity != gB || len(c.PFS.Curve) != 2 || c.PFS.Curve[1].Rate != 300*mB || c.PFS.Latency != 0.001 {
+		c.Tiers[0].Capacity != gB || len(c.PFS.Curve) != 2 || c.PFS.Curve[1].Rate != 300*mB || c.PFS.Latency != 0.001 ||
+		c.Reactive.WaitMax != 1<<20 {
 		t.Fatalf("read %+v", c)
 	}
 	os.WriteFile(f, []byte("nodes = 2\nbogus = 1\n"), 0o644)
@@ -212,4 +215,64 @@ func TestValidatePicksScenarioByDirectIO(t *testing.T) {
 			t.Errorf("scenarios %v, want %v", got, c.want)
 		}
 	}
+}
+
+// augur's reactive policy (wait_max): the first reader of a file asks for
+// its copy and reads it, so the PFS serves each byte once in the first
+// epoch, with or without a client page cache; wait_max 0 (MONARCH's own
+// way) reads a file twice without one, and so does a file larger than
+// wait_max. Once the tiers are full the readers stop asking: the first
+// epoch still reads the dataset once, and every later one reads once what
+// no tier holds.
+func TestReactiveReadsEachByteOnce(t *testing.T) {
+	pfsBytes := func(c *Config) []int64 {
+		res := run(t, c)
+		var out []int64
+		for _, e := range res.Policy("reactive").Epochs {
+			out = append(out, e.PFSBytes)
+		}
+		return out
+	}
+	base := func() *Config {
+		c := small()
+		c.Nodes, c.Policies = 1, []string{"reactive"}
+		c.Tiers[0].Capacity, c.Tiers[1].Capacity = 200*mB, 200*mB // room for the dataset
+		return c
+	}
+	ds := datasetBytes(t, base())
+	for _, cache := range []bool{false, true} {
+		c := base()
+		c.PFS.ClientCache = cache
+		if got := pfsBytes(c); got[0] != ds || got[1] != 0 || got[2] != 0 {
+			t.Errorf("client cache %v: PFS bytes by epoch %v, want the dataset's %d once", cache, got, ds)
+		}
+	}
+	c := base()
+	c.Reactive.WaitMax = 0
+	if got := pfsBytes(c); got[0] != 2*ds || got[1] != 0 {
+		t.Errorf("wait_max 0 without a client cache: PFS bytes by epoch %v, want the dataset's %d twice, then none", got, ds)
+	}
+	c = base()
+	c.Dataset.Sigma = 0 // every file 100 kB
+	c.Reactive.WaitMax = 50 * kB
+	if got := pfsBytes(c); got[0] != 2*datasetBytes(t, c) {
+		t.Errorf("files larger than wait_max: PFS bytes by epoch %v, want the dataset twice", got)
+	}
+	c = base()
+	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 60*mB, 80*mB // a third of the dataset
+	got := pfsBytes(c)
+	if got[0] != ds {
+		t.Errorf("tiers full: epoch 1 read %d bytes of the PFS, want the dataset's %d once", got[0], ds)
+	}
+	if got[1] <= 0 || got[1] > ds-130*mB || got[2] != got[1] {
+		t.Errorf("tiers full: later epochs read %v of the PFS, want what the tiers (140 MB) do not hold, once (dataset %d)", got[1:], ds)
+	}
+}
+
+// datasetBytes is the size of c's dataset.
+func datasetBytes(t *testing.T, c *Config) int64 {
+	t.Helper()
+	d := *c
+	d.Policies = []string{"perfect"}
+	return run(t, &d).Bytes
 }
