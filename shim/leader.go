@@ -658,7 +658,7 @@ func (l *Leader) revalidate(ev Event) {
 }
 
 // statSource is how a revalidator stats a source; a test makes it slow.
-var statSource = statRetry
+var statSource = tiering.Stat
 
 // dropped is a stale copy a revalidator removed.
 type dropped struct {

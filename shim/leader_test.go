@@ -38,9 +38,9 @@ func TestRevalidationDoesNotHoldUpEvents(t *testing.T) {
 	release := make(chan struct{})
 	statSource = func(p string, st *unix.Stat_t) error {
 		<-release
-		return statRetry(p, st)
+		return tiering.Stat(p, st)
 	}
-	defer func() { statSource = statRetry }()
+	defer func() { statSource = tiering.Stat }()
 
 	seg := testSegment(t, "unit-revalidate")
 	cfg := &Config{Roots: []string{root}, Policy: "static", Revalidate: 0, Tiers: []tiering.Tier{tier}}

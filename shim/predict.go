@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/augur-hpc/augur/seed"
+	"github.com/augur-hpc/augur/tiering"
 	"golang.org/x/sys/unix"
 )
 
@@ -182,7 +183,7 @@ func measure(path func(int) string, idx []int32, quit <-chan struct{}, got func(
 			for i := range work {
 				var st unix.Stat_t
 				size := int64(-1)
-				if statRetry(path(i), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				if tiering.Stat(path(i), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 					size = st.Size
 				}
 				got(i, size)

@@ -110,7 +110,7 @@ func (r *reactive) drain() {
 // fetch queues the copy of a file some process opened from its original.
 func (r *reactive) fetch(path string) {
 	var st unix.Stat_t
-	if err := statRetry(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := tiering.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
@@ -242,7 +242,7 @@ func (r *reactive) fetchOwned(ctx context.Context, path string, size, mtime int6
 		return false
 	}
 	var st unix.Stat_t
-	if statRetry(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || st.Mtim.Nano() != mtime {
+	if tiering.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || st.Mtim.Nano() != mtime {
 		return false // not the file the asker has: it reads it itself
 	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
@@ -291,14 +291,3 @@ func (r *reactive) done(res fetchpool.Result) {
 }
 
 func (r *reactive) close() { r.pool.Close() }
-
-// statRetry is stat that retries EINTR (Go's preemption signal can
-// interrupt a stat on a FUSE mount).
-func statRetry(path string, st *unix.Stat_t) error {
-	for {
-		err := unix.Stat(path, st)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}

@@ -128,7 +128,7 @@ func openSource(path string, flags int) (*Source, error) {
 		return nil, err
 	}
 	s.File = os.NewFile(uintptr(fd), path)
-	if err := unix.Fstat(fd, &s.Stat); err != nil {
+	if err := Fstat(fd, &s.Stat); err != nil {
 		s.File.Close()
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (tr *Tree) PublishSource(source string, src *Source) (int64, error) {
 	// The bytes are the descriptor's file's, whatever is renamed over
 	// source meanwhile: its stat is the one to compare.
 	fd := int(src.File.Fd())
-	restat := func(after *unix.Stat_t) error { return unix.Fstat(fd, after) }
+	restat := func(after *unix.Stat_t) error { return Fstat(fd, after) }
 	link := func() bool { return src.Link }
 	if src.Placed == nil {
 		return tr.publish(source, dir, leaf, &src.Stat, link, copyIn, restat)

@@ -110,6 +110,7 @@ func parseFlags(args []string, stdout io.Writer) (Options, string, error) {
 	fl.Uint64Var(&o.FaultSeed, "fault-seed", o.FaultSeed, "seed choosing which reads fail")
 	fl.Int64Var(&o.StallEvery, "stall-every", 0, "stall every Nth read (with --stall)")
 	fl.DurationVar(&o.Stall, "stall", 0, "how long each stalled read sleeps (with --stall-every)")
+	fl.StringVar((*string)(&o.RefuseDirect), "refuse-direct", "", "act as a filesystem without O_DIRECT: fail opens with it (open) or reads through it (read) with EINVAL")
 	fl.StringVar(&readyFile, "ready-file", "", "create this file (JSON: pid, source, mount) once the mount is up; removed at exit")
 	fl.BoolVar(&o.Debug, "debug", false, "log every FUSE request")
 	fl.Usage = func() {} // flag calls it on every error; help is printed below
@@ -209,6 +210,9 @@ func describe(o *Options) string {
 	}
 	if o.StallEvery > 0 {
 		s += fmt.Sprintf(", stall %v every %d reads", o.Stall, o.StallEvery)
+	}
+	if o.RefuseDirect != "" {
+		s += fmt.Sprintf(", O_DIRECT refused at %s", o.RefuseDirect)
 	}
 	return s
 }

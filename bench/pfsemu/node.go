@@ -41,7 +41,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		fc.opens.Add(1)
 	}
 	delay(n.s.opts.OpenLatency)
-	fh, fl, e := n.LoopbackNode.Open(ctx, flags)
+	if flags&syscall.O_DIRECT != 0 && n.s.opts.RefuseDirect == RefuseOpen {
+		return nil, 0, syscall.EINVAL
+	}
+	// O_DIRECT is the client's, about its own cache: the emulator reads
+	// its source through the host's page cache whatever the client asks,
+	// as a PFS server does not read its disks uncached because a client
+	// did (and a short read at EOF, once a client has cleared O_DIRECT,
+	// would fail on a source opened with it).
+	fh, fl, e := n.LoopbackNode.Open(ctx, flags&^syscall.O_DIRECT)
 	if e != 0 {
 		return nil, 0, e
 	}

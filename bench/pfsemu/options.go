@@ -65,6 +65,12 @@ type Options struct {
 	// Both or neither must be set.
 	StallEvery int64
 	Stall      time.Duration
+	// RefuseDirect makes the emulator a filesystem without O_DIRECT, as
+	// some network filesystems and older kernels' tmpfs and FUSE are:
+	// RefuseOpen answers an OPEN with O_DIRECT with EINVAL; RefuseRead
+	// accepts it and answers each READ of a descriptor that still has
+	// O_DIRECT with EINVAL (a filesystem whose alignment a reader misses).
+	RefuseDirect Refusal
 
 	// StatsFile, when set, receives the counters as JSON (see Stats) every
 	// StatsInterval and once more at Unmount. It is replaced atomically:
@@ -84,6 +90,15 @@ type Options struct {
 	// Debug logs every FUSE request (go-fuse's debug output) through Logf.
 	Debug bool
 }
+
+// Refusal is where a filesystem without O_DIRECT refuses it.
+type Refusal string
+
+// The places RefuseDirect can name; "" accepts O_DIRECT.
+const (
+	RefuseOpen Refusal = "open"
+	RefuseRead Refusal = "read"
+)
 
 // CurvePoint is one point of an aggregate bandwidth curve, in the manner
 // of NoPFS's t(γ): with Readers concurrent readers the PFS delivers
@@ -175,6 +190,11 @@ func (o *Options) validate() error {
 	}
 	if (o.StallEvery > 0) != (o.Stall > 0) {
 		return errors.New("a stall needs both a period (stall-every) and a duration (stall)")
+	}
+	switch o.RefuseDirect {
+	case "", RefuseOpen, RefuseRead:
+	default:
+		return fmt.Errorf("refuse-direct %q: want %q or %q", o.RefuseDirect, RefuseOpen, RefuseRead)
 	}
 	if o.StatsInterval == 0 {
 		o.StatsInterval = time.Second

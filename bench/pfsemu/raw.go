@@ -1,6 +1,8 @@
 package pfsemu
 
 import (
+	"syscall"
+
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -36,6 +38,17 @@ func (r *rawFS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxO
 	r.s.c.getattrs.Add(1)
 	r.meta()
 	return r.RawFileSystem.Statx(cancel, in, out)
+}
+
+// Read refuses a read through O_DIRECT under RefuseRead. The flags are
+// the descriptor's at the read, which only READ carries (fcntl F_SETFL
+// sends no request); it is counted as a READ, as a failed one is.
+func (r *rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	if in.Flags&syscall.O_DIRECT != 0 && r.s.opts.RefuseDirect == RefuseRead {
+		r.s.c.reads.Add(1)
+		return nil, fuse.EINVAL
+	}
+	return r.RawFileSystem.Read(cancel, in, buf)
 }
 
 func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {

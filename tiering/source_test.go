@@ -1,0 +1,115 @@
+package tiering
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/bench/pfsemu"
+)
+
+// overPFS serves a new directory holding one file of size bytes through
+// the emulated shared filesystem (needs root and /dev/fuse), with no
+// client page cache and attributes cached for a minute, and returns the
+// file's path on the mount, its bytes and the emulator.
+func overPFS(t *testing.T, size int, refuse pfsemu.Refusal) (string, []byte, *pfsemu.Server) {
+	t.Helper()
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*13 + 7)
+	}
+	if err := os.WriteFile(filepath.Join(src, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := pfsemu.DefaultOptions(src, mnt)
+	o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
+	minute := time.Minute
+	o.DirectIO, o.CacheTimeout, o.RefuseDirect, o.Logf = true, &minute, refuse, t.Logf
+	srv, err := pfsemu.Mount(o)
+	if err != nil {
+		t.Fatalf("pfsemu (needs root and /dev/fuse): %v", err)
+	}
+	t.Cleanup(func() { srv.Unmount() })
+	return filepath.Join(mnt, "f"), data, srv
+}
+
+// uncachedCopy copies path into a new tier as the reactive policy does
+// (OpenSourceUncached, then PublishSource) and checks the copy's bytes.
+func uncachedCopy(t *testing.T, path string, want []byte) *Source {
+	t.Helper()
+	tier, _ := newTier(t, 1<<30)
+	src, err := OpenSourceUncached(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.File.Close()
+	if n, err := tier.PublishSource(path, src); err != nil || n != int64(len(want)) {
+		t.Fatalf("published %d of %d bytes: %v", n, len(want), err)
+	}
+	cp, _ := CopyPath(tier.Path, path)
+	if got, _ := os.ReadFile(cp); !bytes.Equal(got, want) {
+		t.Fatal("the copy differs from its source")
+	}
+	return src
+}
+
+// A copy costs the shared filesystem its open and its reads: the checks
+// of the source before and after (size and mtime) are answered by the
+// client's attribute cache, which a stat asking for the atime too would
+// miss after every read (a FUSE client marks it stale).
+func TestUncachedCopyAsksNoAttributes(t *testing.T) {
+	path, data, srv := overPFS(t, 300_000, "")
+	var st os.FileInfo
+	st, _ = os.Stat(path) // the lookup a reader's open would make
+	before := srv.Stats()
+	src := uncachedCopy(t, path, data)
+	s := srv.Stats()
+	if !src.Direct || st == nil {
+		t.Fatalf("read with O_DIRECT %v, stat %v: want an O_DIRECT copy of a file", src.Direct, st)
+	}
+	if got := s.Getattrs - before.Getattrs; got != 0 {
+		t.Errorf("the copy sent %d GETATTR requests, want none", got)
+	}
+	if s.Opens-before.Opens != 1 || s.ReadBytes-before.ReadBytes != int64(len(data)) {
+		t.Errorf("the copy opened %d times and read %d bytes, want 1 open and %d bytes",
+			s.Opens-before.Opens, s.ReadBytes-before.ReadBytes, len(data))
+	}
+}
+
+// A filesystem that refuses O_DIRECT at open is read through its cache,
+// and so is every later source of the process (noDirect); one that
+// refuses it at read is read on through the same descriptor with
+// O_DIRECT cleared. Either way the copy is whole and the source is
+// opened once and read once.
+func TestUncachedCopyFallsBackWhereODirectIsRefused(t *testing.T) {
+	for _, refuse := range []pfsemu.Refusal{pfsemu.RefuseOpen, pfsemu.RefuseRead} {
+		t.Run(string(refuse), func(t *testing.T) {
+			t.Cleanup(func() { noDirect.Store(false) })
+			path, data, srv := overPFS(t, 3*copyBuf+100, refuse)
+			src := uncachedCopy(t, path, data)
+			s := srv.Stats()
+			if want := refuse == pfsemu.RefuseRead; src.Direct != want || noDirect.Load() == want {
+				t.Errorf("opened with O_DIRECT %v, later sources with it %v; want %v, %v", src.Direct, !noDirect.Load(), want, want)
+			}
+			if s.ReadBytes != int64(len(data)) {
+				t.Errorf("the source served %d bytes, want %d", s.ReadBytes, len(data))
+			}
+			want := int64(1)
+			if refuse == pfsemu.RefuseOpen {
+				want = 2 // the refused open and the one through the cache
+			}
+			if s.Opens != want {
+				t.Errorf("the source was opened %d times, want %d", s.Opens, want)
+			}
+		})
+	}
+}
