@@ -155,7 +155,8 @@ func noTemp(t *testing.T, tier *Tree) {
 func TestPublishUncachedSourceOfEverySize(t *testing.T) {
 	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
 		tr, _ := newTier(t, 1<<30)
-		for _, size := range []int{0, 1, 511, 4096, 4097, 100000, copyBuf, copyBuf + 1, 3*copyBuf - 5} {
+		for _, size := range []int{0, 1, 511, 4096, 4097, 100000, copyPart, copyPart + 1, 2*copyPart + 4095,
+			copyStreams*copyPart + 1, copyBuf, copyBuf + 1, 3*copyBuf - 5} {
 			f, err := os.CreateTemp(dir, "src-")
 			if err != nil {
 				t.Fatal(err)

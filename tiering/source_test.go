@@ -14,7 +14,7 @@ import (
 // the emulated shared filesystem (needs root and /dev/fuse), with no
 // client page cache and attributes cached for a minute, and returns the
 // file's path on the mount, its bytes and the emulator.
-func overPFS(t *testing.T, size int, refuse pfsemu.Refusal) (string, []byte, *pfsemu.Server) {
+func overPFS(t *testing.T, size int, refuse pfsemu.Refusal, set ...func(*pfsemu.Options)) (string, []byte, *pfsemu.Server) {
 	t.Helper()
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
@@ -34,6 +34,9 @@ func overPFS(t *testing.T, size int, refuse pfsemu.Refusal) (string, []byte, *pf
 	o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
 	minute := time.Minute
 	o.DirectIO, o.CacheTimeout, o.RefuseDirect, o.Logf = true, &minute, refuse, t.Logf
+	for _, f := range set {
+		f(&o)
+	}
 	srv, err := pfsemu.Mount(o)
 	if err != nil {
 		t.Fatalf("pfsemu (needs root and /dev/fuse): %v", err)
@@ -111,5 +114,18 @@ func TestUncachedCopyFallsBackWhereODirectIsRefused(t *testing.T) {
 				t.Errorf("the source was opened %d times, want %d", s.Opens, want)
 			}
 		})
+	}
+}
+
+// A copy a reader waits for has its parts' reads in flight together: the
+// emulator, each read held 100 ms, sees as many client threads reading
+// at once as the copy has parts (a sequential copy would show one).
+func TestWaitedCopyReadsItsPartsAtOnce(t *testing.T) {
+	path, data, srv := overPFS(t, copyStreams*copyPart, "", func(o *pfsemu.Options) {
+		o.ReadLatency = 100 * time.Millisecond
+	})
+	uncachedCopy(t, path, data)
+	if got := srv.Stats().PeakReaders; got < 2 {
+		t.Errorf("at most %d read of the copy in flight at once, want its %d parts' together", got, copyStreams)
 	}
 }
