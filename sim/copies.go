@@ -1,5 +1,7 @@
 package sim
 
+import "math"
+
 // augur's copy pool on each node: the clairvoyant prefetcher (and the
 // staging buffer's, which places nothing) walks the node's reads ahead of
 // its ranks; the reactive policy copies a file on its first read.
@@ -38,13 +40,14 @@ func (r *runner) prefetch(i int, t float64) {
 		if slot >= limit {
 			return
 		}
-		f := no.slots[slot]
-		tier := ns.tier[f]
-		if ns.land[f] != inf || (tier < 0 && slot < reading) {
+		f := no.reads[slot].f
+		fl := &ns.fs[f]
+		tier := fl.tier
+		if fl.land != inf || (tier < 0 && slot < reading) {
 			ns.q++
 			continue
 		}
-		size := int64(no.sizes[slot])
+		size := int64(fl.size)
 		target := max(int(tier), 0)
 		if tier < 0 && ns.stageUsed+size > r.j.stage {
 			r.poolLater(i, t)
@@ -69,14 +72,14 @@ func (r *runner) prefetch(i int, t float64) {
 		}
 		if r.mustWait(i, f, g, t) {
 			ns.free[target][k] = inf
-			ns.land[f] = queued
+			fl.land = queued
 			r.awaitHolder(i, f, k, t, t)
 			ns.q++
 			continue
 		}
 		land := r.begin(i, target, k, f, g, float64(size), s)
-		ns.land[f] = land
-		if r.peer && int(no.held[f]) == i {
+		fl.land = land
+		if r.peer && int(fl.peer) == i {
 			r.holdLand[g] = land
 			if tier >= 0 {
 				r.placed.set(g)
@@ -159,8 +162,7 @@ func (r *runner) mustWait(i int, f, g int32, t float64) bool {
 	if !r.peer {
 		return false
 	}
-	no := r.j.nodes[i]
-	h := int(no.held[f])
+	h := int(r.nodes[i].fs[f].peer)
 	if h < 0 || h == i {
 		return false
 	}
@@ -215,8 +217,8 @@ func (r *runner) awaitHolder(i int, f int32, k int, since, t float64) {
 		r.waitAt(t+holderPoll, i, f, k, since)
 		return
 	}
-	target := max(int(ns.tier[f]), 0)
-	ns.land[f] = r.begin(i, target, k, f, g, float64(r.j.nodes[i].size[f]), t)
+	fl := &ns.fs[f]
+	fl.land = r.begin(i, max(int(fl.tier), 0), k, f, g, float64(fl.size), t)
 	r.prefetch(i, t)
 }
 
@@ -241,7 +243,7 @@ func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
 		ns.free[target][k] = land
 		return land
 	}
-	land := r.pfsCopy(t, size) + size/r.cfg.Tiers[target].Bandwidth
+	land := r.pfsCopy(t, size, 1) + size/r.cfg.Tiers[target].Bandwidth
 	ns.free[target][k] = inf
 	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target), c: int32(k)})
 	return land
@@ -258,20 +260,38 @@ func (r *runner) fetch(i, target, k int, f, g int32, size, t float64) float64 {
 	case src >= 0:
 		done = r.netXfer(src, i, max(t, r.sourceLand(src, g)), size)
 	default:
-		done = r.pfsCopy(t, size)
+		done = r.pfsCopy(t, size, 1)
 	}
 	land := done + size/r.cfg.Tiers[target].Bandwidth
 	r.nodes[i].free[target][k] = land
 	return land
 }
 
-// pfsCopy reserves a copy's read of size bytes of the PFS at t (now): a
-// reader of the PFS until its bytes are done.
-func (r *runner) pfsCopy(t, size float64) float64 {
-	r.gamma++
-	done := r.pfsRead(t, size)
-	r.copiesOut = append(r.copiesOut, done)
+// pfsCopy reserves a copy's read of size bytes of the PFS at t (now), in
+// parts read at once (1: one request after another): each part a reader
+// of the PFS until the bytes are done.
+func (r *runner) pfsCopy(t, size float64, parts int) float64 {
+	done := r.pfsReadParts(t, size, parts)
+	r.gamma += parts
+	for range parts {
+		r.copiesOut = append(r.copiesOut, done)
+	}
 	return done
+}
+
+// The parts of a copy a reader waits for (tiering's copyParallel): up to
+// copyStreams, of at least copyPart bytes (a FUSE client's request), each
+// but the last a whole number of directAlign blocks.
+const (
+	copyStreams = 4
+	copyPart    = 128 << 10
+	directAlign = 4096
+)
+
+// copyParts is how many parts a copy of size bytes that a reader waits
+// for is read in.
+func copyParts(size float64) int {
+	return int(min(copyStreams, math.Ceil(size/copyPart)))
 }
 
 // settle counts out of the PFS's readers the copies whose bytes were done
@@ -294,33 +314,51 @@ func (r *runner) settle() {
 func (r *runner) source(i int, f, g int32, size, t float64) int {
 	switch {
 	case r.peer:
-		if h := int(r.j.nodes[i].held[f]); h >= 0 && h != i && r.holderLand(g) <= t {
+		if h := int(r.nodes[i].fs[f].peer); h >= 0 && h != i && r.holderLand(g) <= t {
 			return h
 		}
 	case r.ownLand != nil:
-		o := int(r.j.nodes[i].owner[f])
+		o := int(r.nodes[i].fs[f].peer)
 		if o == i {
 			return -1
 		}
-		if r.ownLand[g] == inf {
+		if !r.owns.has(g) && r.ownLand[g] == inf {
 			on := &r.nodes[o]
 			t0 := r.roomIn(on, int64(size))
 			if t0 < 0 {
 				return -1
 			}
 			on.used[t0] += int64(size)
-			r.ownLand[g] = r.pfsRead(t, size)
+			r.ownLand[g] = r.pfsCopy(t, size, 1)
 		}
 		return o
 	}
 	return -1
 }
 
+// sourceLand is when src's copy of g lands, for a copy from it begun at
+// now or later (so any time up to now stands for one landed by then).
 func (r *runner) sourceLand(src int, g int32) float64 {
 	if r.peer {
 		return r.holderLand(g)
 	}
-	return r.ownLand[g]
+	return r.ownerLand(g)
+}
+
+// ownerLand is when the owner's copy of g lands (inf: it has none), or 0
+// once it has landed (by the clock: asked for now or later): hvac's
+// holderLand, a bit in the cache for the many nodes that copy g from its
+// owner over the run rather than ownLand, asked at random. A landing time
+// only moves earlier (owned), so a copy landed stays landed.
+func (r *runner) ownerLand(g int32) float64 {
+	if r.owns.has(g) {
+		return 0
+	}
+	land := r.ownLand[g]
+	if land <= r.now {
+		r.owns.set(g)
+	}
+	return land
 }
 
 // roomIn is the first tier of ns with room for size bytes, -1 if none.
@@ -354,9 +392,10 @@ func (r *runner) copied(i, b, k int, t float64) {
 // larger than wait_max (the queue copies it) or when no tier has room for
 // it, after which the node's readers stop asking.
 func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
-	ns, no := &r.nodes[node], r.j.nodes[node]
+	ns := &r.nodes[node]
+	fl := &ns.fs[f]
 	wait := r.cfg.Reactive.WaitMax
-	if wait <= 0 || ns.stopped || (r.ownLand != nil && int(no.owner[f]) != node) {
+	if wait <= 0 || ns.stopped || (r.ownLand != nil && int(fl.peer) != node) {
 		return c, false
 	}
 	if size > float64(wait) {
@@ -368,10 +407,10 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 		return c + r.cfg.PFS.Latency, false
 	}
 	ns.used[t] += int64(size)
-	ns.tier[f] = int8(t)
-	land := r.pfsCopy(c, size) + size/r.cfg.Tiers[t].Bandwidth
-	ns.land[f] = land
-	r.owned(node, f, no.files[f], land)
+	fl.tier = int8(t)
+	land := r.pfsCopy(c, size, copyParts(size)) + size/r.cfg.Tiers[t].Bandwidth
+	fl.land = land
+	r.owned(node, f, r.j.nodes[node].files[f], land)
 	return r.tierRead(t, land, size), true
 }
 
@@ -385,7 +424,8 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 // waits its turn in the node's queue.
 func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	ns := &r.nodes[i]
-	if ns.land[f] != inf {
+	fl := &ns.fs[f]
+	if fl.land != inf {
 		return
 	}
 	t := r.roomIn(ns, int64(size))
@@ -393,14 +433,14 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 		return
 	}
 	ns.used[t] += int64(size)
-	ns.tier[f] = int8(t)
-	fromPFS := r.ownLand == nil || int(r.j.nodes[i].owner[f]) == i
+	fl.tier = int8(t)
+	fromPFS := r.ownLand == nil || int(fl.peer) == i
 	if fromPFS && r.cfg.PFS.ClientCache {
-		ns.land[f] = done + size/r.cfg.Tiers[t].Bandwidth
-		r.owned(i, f, g, ns.land[f])
+		fl.land = done + size/r.cfg.Tiers[t].Bandwidth
+		r.owned(i, f, g, fl.land)
 		return
 	}
-	ns.land[f] = queued
+	fl.land = queued
 	ns.copyQ = append(ns.copyQ, f)
 	r.copyQueued(i, now)
 }
@@ -408,7 +448,7 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 // owned records, under hvac, the owner's own copy of g (node i's local
 // file f).
 func (r *runner) owned(i int, f, g int32, land float64) {
-	if r.ownLand != nil && int(r.j.nodes[i].owner[f]) == i {
+	if r.ownLand != nil && int(r.nodes[i].fs[f].peer) == i {
 		r.ownLand[g] = min(r.ownLand[g], land)
 	}
 }
@@ -419,15 +459,16 @@ func (r *runner) copyQueued(i int, t float64) {
 	ns, no := &r.nodes[i], r.j.nodes[i]
 	for ns.copyHead < len(ns.copyQ) {
 		f := ns.copyQ[ns.copyHead]
-		target := int(ns.tier[f])
+		fl := &ns.fs[f]
+		target := int(fl.tier)
 		k, s := ns.thread(target, t)
 		if s > t { // every thread of the tier busy: look again when one is free
 			r.poolAt(i, s)
 			return
 		}
 		g := no.files[f]
-		ns.land[f] = r.fetch(i, target, k, f, g, float64(no.size[f]), t)
-		r.owned(i, f, g, ns.land[f])
+		fl.land = r.fetch(i, target, k, f, g, float64(fl.size), t)
+		r.owned(i, f, g, fl.land)
 		ns.copyHead++
 	}
 	if ns.copyHead == len(ns.copyQ) {

@@ -58,6 +58,9 @@ type runner struct {
 	// keeps its copy (placed, not staged), and those of them whose copy
 	// has landed (known at the first look after it did).
 	placed, landed bits
+	// owns (hvac) are the files whose owner's copy has landed (known at
+	// the first look after it did; see ownerLand).
+	owns bits
 
 	e, nb, arrivals int
 	epochStart      float64
@@ -66,9 +69,11 @@ type runner struct {
 }
 
 type nodeState struct {
-	land []float64 // per local file: when its copy lands (inf: none; queued)
-	tier []int8    // per local file: the tier of its copy (-1: staged)
-	used []int64   // per tier: bytes of copies
+	// fs is the node's local files, by local number: what a read or a
+	// copy asks of a file, in one place (a node's files are asked for at
+	// random: one cache line, not one per array).
+	fs   []file
+	used []int64 // per tier: bytes of copies
 	// free is, per tier and thread of the copy pool, when the thread is
 	// free: the prefetcher books a copy from a peer on it ahead and holds
 	// it (inf) for the others until their own event; a reactive copy
@@ -87,6 +92,14 @@ type nodeState struct {
 	// stopped (reactive, hvac): no tier had room for a copy a reader
 	// asked for, and the node's readers ask no more (wait_max 0).
 	stopped bool
+}
+
+// file is a node's local file under one policy.
+type file struct {
+	land float64 // when its copy lands (inf: none; queued)
+	size int32
+	peer int16 // the node that holds it (clairvoyant+peers) or owns it (hvac)
+	tier int8  // the tier of its copy (-1: staged)
 }
 
 type rankState struct {
@@ -126,27 +139,39 @@ func newRunner(j *job, pol string) *runner {
 	R, W := cfg.RanksPerNode, cfg.Loop.Workers
 	r.nb = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
 	r.nodes = make([]nodeState, cfg.Nodes)
+	total := 0
+	for _, no := range j.nodes {
+		total += len(no.files)
+	}
+	fs := slab[file](total) // one allocation for every node's
 	for i := range r.nodes {
 		no := j.nodes[i]
 		ns := &r.nodes[i]
-		ns.land = make([]float64, len(no.files))
-		for f := range ns.land {
-			ns.land[f] = inf
-		}
+		n := len(no.files)
+		ns.fs, fs = fs[:n:n], fs[n:]
+		var tier []int8
+		var peer []int16
 		switch pol {
 		case "clairvoyant":
-			ns.tier = no.tier
+			tier = no.tier
 		case "clairvoyant+peers":
-			ns.tier = no.tierPeers
-		default:
-			ns.tier = make([]int8, len(no.files))
-			for f := range ns.tier {
-				ns.tier[f] = -1
+			tier, peer = no.tierPeers, no.held
+		case "hvac":
+			peer = no.owner
+		}
+		for f := range ns.fs {
+			fl := file{land: inf, size: no.size[f], tier: -1}
+			if tier != nil {
+				fl.tier = tier[f]
 			}
+			if peer != nil {
+				fl.peer = peer[f]
+			}
+			ns.fs[f] = fl
 		}
 		ns.used = make([]int64, len(cfg.Tiers))
 		if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
-			ns.fetches = fetchesOf(no, ns.tier)
+			ns.fetches = fetchesOf(no, tier)
 		}
 		ns.free = make([][]float64, len(cfg.Tiers))
 		for t, tier := range cfg.Tiers {
@@ -165,18 +190,21 @@ func newRunner(j *job, pol string) *runner {
 	}
 	if pol == "hvac" {
 		r.ownLand = infs(len(j.ds.sizes))
+		r.owns = newBits(len(j.ds.sizes))
 	}
 	return r
 }
 
 // fetchesOf lists the reads of no that may need a copy under the
-// placement tier: a placed file's first, a staged file's every one.
+// placement tier (nil: every file staged): a placed file's first, a
+// staged file's every one.
 func fetchesOf(no *nodeOrder, tier []int8) []int32 {
 	seen := make([]uint64, (len(no.files)+63)/64)
 	var out []int32
-	for k, f := range no.slots {
+	for k, rd := range no.reads {
+		f := rd.f
 		bit := uint64(1) << (f % 64)
-		if tier[f] < 0 || seen[f/64]&bit == 0 {
+		if tier == nil || tier[f] < 0 || seen[f/64]&bit == 0 {
 			seen[f/64] |= bit
 			out = append(out, int32(k))
 		}
@@ -285,8 +313,8 @@ func (r *runner) readOn(a int, t float64) {
 	end := min((b+1)*B, r.j.k)
 	rk := &r.ranks[rank]
 	for p := b*B + wk.pos; p < end; p++ {
-		slot := (r.e*r.j.k+p)*R + local
-		c, stop := r.read(node, no.slots[slot], float64(no.sizes[slot]), wk.c, t)
+		rd := no.reads[(r.e*r.j.k+p)*R+local]
+		c, stop := r.read(node, rd.f, float64(rd.size), wk.c, t)
 		if stop {
 			wk.c = c
 			r.at(c, evRead, a, 0)
@@ -325,16 +353,17 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		return r.tierRead(0, c, size) + pre, false
 	}
 	ns := &r.nodes[node]
-	land, tier := ns.land[f], ns.tier[f]
-	if r.ownLand != nil && int(no.owner[f]) == node && r.ownLand[no.files[f]] < land {
+	fl := &ns.fs[f]
+	land, tier := fl.land, fl.tier
+	if r.ownLand != nil && int(fl.peer) == node && r.ownLand[no.files[f]] < land {
 		land, tier = r.ownLand[no.files[f]], 0 // a copy this node made for another
 	}
 	if land <= c+waitCap {
 		done := r.tierRead(max(int(tier), 0), max(c, land), size)
 		if tier < 0 && land != inf { // staged: dropped once read
-			ns.land[f] = inf
+			fl.land = inf
 			ns.stageUsed -= int64(size)
-			if r.peer && int(no.held[f]) == node {
+			if r.peer && int(fl.peer) == node {
 				r.holdLand[no.files[f]] = inf
 			}
 		}
@@ -367,23 +396,32 @@ func (r *runner) tierRead(t int, c, size float64) float64 {
 // pfsRead reserves a read of size bytes of the PFS at c (now) and returns
 // when it is done: its latencies, then its bytes through the one pipe at
 // the throughput of the readers there now.
-func (r *runner) pfsRead(c, size float64) float64 {
+func (r *runner) pfsRead(c, size float64) float64 { return r.pfsReadParts(c, size, 1) }
+
+// pfsReadParts is pfsRead for a read in parts read at once (as many
+// readers of the PFS, each part's requests one after another): the
+// latency of its longest part, its bytes through the pipe.
+func (r *runner) pfsReadParts(c, size float64, parts int) float64 {
 	p := &r.cfg.PFS
 	lat := p.Latency
 	if p.RequestSize > 0 {
-		lat += math.Ceil(size/float64(p.RequestSize)) * p.ReadLatency
+		part := size
+		if parts > 1 {
+			part = math.Ceil(math.Ceil(size/float64(parts))/directAlign) * directAlign
+		}
+		lat += math.Ceil(part/float64(p.RequestSize)) * p.ReadLatency
 	}
 	start := max(c+lat, r.pfsFree)
-	r.pfsFree = start + size/r.pfsRate()
+	r.pfsFree = start + size/r.pfsRate(parts)
 	r.cur.PFSBytes += int64(size)
 	return r.pfsFree
 }
 
-// pfsRate is t(γ) for the readers in the PFS now and the one arriving.
-func (r *runner) pfsRate() float64 {
+// pfsRate is t(γ) for the readers in the PFS now and the n arriving.
+func (r *runner) pfsRate(n int) float64 {
 	curve := r.cfg.PFS.Curve
 	r.settle()
-	g := r.gamma + 1
+	g := r.gamma + n
 	if g <= curve[0].Readers {
 		return curve[0].Rate
 	}
@@ -461,7 +499,7 @@ func (r *runner) step(rank int, t float64) {
 		no := r.j.nodes[node]
 		var bytes int64
 		for p := rk.next * B; p < min((rk.next+1)*B, r.j.k); p++ {
-			bytes += int64(no.sizes[(r.e*r.j.k+p)*R+local])
+			bytes += int64(no.reads[(r.e*r.j.k+p)*R+local].size)
 		}
 		c += float64(bytes) / r.cfg.Loop.ComputeRate
 	}

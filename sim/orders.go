@@ -36,10 +36,9 @@ type job struct {
 // every epoch (epoch, then position, then rank), the file's local number.
 type nodeOrder struct {
 	files []int32
-	slots []int32
-	// sizes is each read's file's size, beside slots: read in order, as
-	// slots are, where the size by local number is asked at random.
-	sizes []int32
+	// reads is every read's file (local number) and its size beside it:
+	// read in order, where the size by local number is asked at random.
+	reads []slot
 	// size, held and owner are each local file's size, holder
 	// (shim.Holders; nil without one) and owner, by local number: what the engine asks of every
 	// read and copy, kept where the node's other state is.
@@ -50,6 +49,9 @@ type nodeOrder struct {
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
 }
+
+// slot is one read of a node: the file's local number and its size.
+type slot struct{ f, size int32 }
 
 // localOrder is one rank's order in one epoch over its node's local
 // numbering, as shim's placer reads it (Len and At; Pos is never asked).
@@ -62,7 +64,7 @@ type localOrder struct {
 var _ seed.Order = localOrder{}
 
 func (o localOrder) Len() int        { return o.k }
-func (o localOrder) At(p int) int    { return int(o.n.slots[o.base+p*o.step]) }
+func (o localOrder) At(p int) int    { return int(o.n.reads[o.base+p*o.step].f) }
 func (o localOrder) Pos(idx int) int { return -1 }
 
 // newJob draws every epoch's DistributedSampler permutation (package
@@ -103,8 +105,10 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	reads := j.gather(order)
 	perms = nil
 	var mu sync.Mutex
+	slots := slab[slot](cfg.Nodes * cfg.Epochs * j.k * cfg.RanksPerNode)
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
-		no := j.layout(reads[i], localOf)
+		m := cfg.Epochs * j.k * cfg.RanksPerNode
+		no := j.layout(reads[i], localOf, slots[i*m:(i+1)*m:(i+1)*m])
 		reads[i] = nil
 		sizes := make([]int64, len(no.files))
 		no.size = make([]int32, len(no.files))
@@ -206,17 +210,16 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
 // epoch: the order shim's placer meets them in) and writes down its
-// reads, from gather's. localOf is scratch of one int32 per dataset
-// file, all -1, left so.
-func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
-	no := &nodeOrder{slots: make([]int32, len(reads)), sizes: make([]int32, len(reads))}
+// reads, from gather's, in out (as long). localOf is scratch of one int32
+// per dataset file, all -1, left so.
+func (j *job) layout(reads []int32, localOf []int32, out []slot) *nodeOrder {
+	no := &nodeOrder{reads: out}
 	for k, g := range reads {
 		if localOf[g] < 0 {
 			localOf[g] = int32(len(no.files))
 			no.files = append(no.files, g)
 		}
-		no.slots[k] = localOf[g]
-		no.sizes[k] = j.ds.sizes[g]
+		no.reads[k] = slot{localOf[g], j.ds.sizes[g]}
 	}
 	for _, g := range no.files {
 		localOf[g] = -1

@@ -261,7 +261,10 @@ func TestReactiveReadsEachByteOnce(t *testing.T) {
 	c = base()
 	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 60*mB, 80*mB // a third of the dataset
 	got := pfsBytes(c)
-	if got[0] != ds {
+	// Once the readers stop asking, the queue still copies a file that
+	// fits what room is left (MONARCH's way: read twice), less than a
+	// file per tier.
+	if got[0] < ds || got[0] > ds+ds/100 {
 		t.Errorf("tiers full: epoch 1 read %d bytes of the PFS, want the dataset's %d once", got[0], ds)
 	}
 	if got[1] <= 0 || got[1] > ds-130*mB || got[2] != got[1] {
@@ -275,4 +278,31 @@ func datasetBytes(t *testing.T, c *Config) int64 {
 	d := *c
 	d.Policies = []string{"perfect"}
 	return run(t, &d).Bytes
+}
+
+// A copy a reader waits for is read in up to 4 parts at once (tiering's
+// copyParallel), so the reader waits for one part's requests, not the
+// file's: one reader, files of 4 requests, an epoch is the files' open
+// latency, one request's latency, the bytes through the PFS, the copy's
+// write and the reader's read of it.
+func TestReactiveCopyInParts(t *testing.T) {
+	c := Lassen()
+	c.Nodes, c.Epochs, c.Policies = 1, 1, []string{"reactive"}
+	c.Dataset = Dataset{Count: 200, Mean: 512 << 10}
+	c.Loop = Loop{Batch: 1, Workers: 1, Prefetch: 1}
+	c.Tiers = []Tier{{Capacity: 1 << 30, Bandwidth: 1 * gB, Threads: 1}}
+	c.PFS = PFS{Curve: []CurvePoint{{1, 250 * mB}}, Latency: 0.002, ReadLatency: 0.001, RequestSize: 128 << 10}
+	size := float64(512 << 10)
+	want := 200 * (0.002 + 0.001 + size/(250*mB) + 2*size/gB)
+	if got := run(t, c).Policies[0].Epochs[0].Seconds; math.Abs(got-want) > 1e-6 {
+		t.Errorf("epoch 1: %.6fs, want %.6fs", got, want)
+	}
+	for _, w := range []struct {
+		size float64
+		n    int
+	}{{1, 1}, {128 << 10, 1}, {128<<10 + 1, 2}, {400 << 10, 4}, {64 << 20, 4}} {
+		if n := copyParts(w.size); n != w.n {
+			t.Errorf("a copy of %.0f bytes in %d parts, want %d", w.size, n, w.n)
+		}
+	}
 }
