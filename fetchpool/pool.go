@@ -126,6 +126,10 @@ type job struct {
 	size int64
 	tier int
 	src  *tiering.Source // opened by the caller (FetchOpened), or nil
+	// after, if not nil, is closed once the Result of the copy that failed
+	// and queued this one again is delivered: a Result with Again comes
+	// before the one that follows it.
+	after chan struct{}
 }
 
 // New starts the workers, as many as all tiers have copy threads. used[i]
@@ -364,6 +368,9 @@ func (p *Pool) worker() {
 				return
 			case writers <- struct{}{}:
 			}
+			if j.after != nil {
+				<-j.after
+			}
 			p.copy(j)
 			<-writers
 		}
@@ -388,7 +395,11 @@ func (p *Pool) copy(j job) {
 		s.used += n
 	case down:
 		s.full, s.failed, s.down = full, !full, time.Now()
-		again = !p.closed && p.placeLocked(j, i+1)
+		next := j
+		next.after = make(chan struct{})
+		if again = !p.closed && p.placeLocked(next, i+1); again {
+			defer close(next.after)
+		}
 	}
 	// Any other error is the file's: the caller may try again later.
 	p.changedLocked()
