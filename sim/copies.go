@@ -36,11 +36,11 @@ func (r *runner) prefetch(i int, t float64) {
 	limit := reading + r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode
 	last := t // when the walk's last copy began: the queue's order
 	for ns.q < len(ns.fetches) {
-		slot := int(ns.fetches[ns.q])
+		fe := ns.fetches[ns.q]
+		slot, f := int(fe.slot), fe.f
 		if slot >= limit {
 			return
 		}
-		f := no.reads[slot].f
 		fl := &ns.fs[f]
 		tier := fl.tier
 		if fl.land != inf || (tier < 0 && slot < reading) {
@@ -53,7 +53,7 @@ func (r *runner) prefetch(i int, t float64) {
 			r.poolLater(i, t)
 			return
 		}
-		k, s := ns.thread(target, last)
+		k, s := ns.thread(r.threads[target], last)
 		if s == inf { // every thread held until an event of its own
 			return
 		}
@@ -61,7 +61,10 @@ func (r *runner) prefetch(i int, t float64) {
 			r.poolLater(i, t)
 			return
 		}
-		g := no.files[f]
+		var g int32 // the dataset's number, asked only with peers
+		if r.peer {
+			g = no.files[f]
+		}
 		if s > t && (r.mustWait(i, f, g, s) || r.source(i, f, g, float64(size), s) < 0) {
 			r.poolAt(i, s)
 			return
@@ -71,7 +74,7 @@ func (r *runner) prefetch(i int, t float64) {
 			ns.stageUsed += size
 		}
 		if r.mustWait(i, f, g, t) {
-			ns.free[target][k] = inf
+			ns.free[k] = inf
 			fl.land = queued
 			r.awaitHolder(i, f, k, t, t)
 			ns.q++
@@ -89,12 +92,12 @@ func (r *runner) prefetch(i int, t float64) {
 	}
 }
 
-// thread is the thread of tier target of ns that is free first, and when
-// a copy may begin on it: not before after.
-func (ns *nodeState) thread(target int, after float64) (int, float64) {
-	k, s := 0, inf
-	for j, f := range ns.free[target] {
-		if f < s {
+// thread is the thread of a tier (its threads' span of ns.free) that is
+// free first, and when a copy may begin on it: not before after.
+func (ns *nodeState) thread(span [2]int, after float64) (int, float64) {
+	k, s := span[0], inf
+	for j := span[0]; j < span[1]; j++ {
+		if f := ns.free[j]; f < s {
 			k, s = j, f
 		}
 	}
@@ -104,11 +107,9 @@ func (ns *nodeState) thread(target int, after float64) (int, float64) {
 // inFlight is the number of ns's copies under way at s.
 func (ns *nodeState) inFlight(s float64) int {
 	n := 0
-	for _, tier := range ns.free {
-		for _, f := range tier {
-			if f > s {
-				n++
-			}
+	for _, f := range ns.free {
+		if f > s {
+			n++
 		}
 	}
 	return n
@@ -119,11 +120,9 @@ func (ns *nodeState) inFlight(s float64) int {
 // wait looks again at its own event).
 func (r *runner) poolLater(i int, t float64) {
 	next := inf
-	for _, tier := range r.nodes[i].free {
-		for _, f := range tier {
-			if f > t && f < next {
-				next = f
-			}
+	for _, f := range r.nodes[i].free {
+		if f > t && f < next {
+			next = f
 		}
 	}
 	if next != inf {
@@ -240,11 +239,11 @@ func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
 	ns := &r.nodes[i]
 	if src := r.source(i, f, g, size, t); src >= 0 {
 		land := r.netXfer(src, i, max(t, r.sourceLand(src, g)), size) + size/r.cfg.Tiers[target].Bandwidth
-		ns.free[target][k] = land
+		ns.free[k] = land
 		return land
 	}
 	land := r.pfsCopy(t, size, 1) + size/r.cfg.Tiers[target].Bandwidth
-	ns.free[target][k] = inf
+	ns.free[k] = inf
 	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target), c: int32(k)})
 	return land
 }
@@ -263,7 +262,7 @@ func (r *runner) fetch(i, target, k int, f, g int32, size, t float64) float64 {
 		done = r.pfsCopy(t, size, 1)
 	}
 	land := done + size/r.cfg.Tiers[target].Bandwidth
-	r.nodes[i].free[target][k] = land
+	r.nodes[i].free[k] = land
 	return land
 }
 
@@ -374,7 +373,7 @@ func (r *runner) roomIn(ns *nodeState, size int64) int {
 // copied frees thread k of tier b of node i's prefetcher, whose copy from
 // the PFS landed, and lets the prefetcher go on.
 func (r *runner) copied(i, b, k int, t float64) {
-	r.nodes[i].free[b][k] = t
+	r.nodes[i].free[k] = t
 	r.prefetch(i, t)
 }
 
@@ -461,7 +460,7 @@ func (r *runner) copyQueued(i int, t float64) {
 		f := ns.copyQ[ns.copyHead]
 		fl := &ns.fs[f]
 		target := int(fl.tier)
-		k, s := ns.thread(target, t)
+		k, s := ns.thread(r.threads[target], t)
 		if s > t { // every thread of the tier busy: look again when one is free
 			r.poolAt(i, s)
 			return

@@ -36,8 +36,11 @@ type runner struct {
 	cfg  *Config
 	pol  string
 	peer bool // clairvoyant+peers
-	q    queue
-	seq  uint64
+	// direct: every read from the PFS (pfs) or the first tier (perfect);
+	// copyOnRead: a copy made on a read's miss (reactive, hvac).
+	direct, copyOnRead bool
+	q                  queue
+	seq                uint64
 
 	pfsFree float64
 	gamma   int // readers with a PFS read in flight
@@ -45,8 +48,12 @@ type runner struct {
 	// PFS, in order (see settle).
 	copiesOut []float64
 	outHead   int
-	now       float64 // the time of the event being handled
-	in, out   []link  // each node's link, both ways
+	now       float64  // the time of the event being handled
+	in, out   []link   // each node's link, both ways
+	threads   [][2]int // each tier's threads: their span of a node's free
+	// fs and fetches are the slabs of every node's (see job.spare).
+	fs      []file
+	fetches []fetch
 
 	nodes   []nodeState
 	ranks   []rankState
@@ -72,19 +79,24 @@ type nodeState struct {
 	// fs is the node's local files, by local number: what a read or a
 	// copy asks of a file, in one place (a node's files are asked for at
 	// random: one cache line, not one per array).
-	fs   []file
-	used []int64 // per tier: bytes of copies
-	// free is, per tier and thread of the copy pool, when the thread is
+	fs []file
+	// reads is the job's nodeOrder.reads, beside fs: a read asks both,
+	// and one line of a node's state stays in the cache more readily
+	// than two.
+	reads []slot
+	used  []int64 // per tier: bytes of copies
+	// free is, per thread of the copy pool (tier after tier: the runner's
+	// threads), when the thread is
 	// free: the prefetcher books a copy from a peer on it ahead and holds
 	// it (inf) for the others until their own event; a reactive copy
 	// books it until the copy lands. poolAt is when an evPool is due
 	// (inf: none).
-	free   [][]float64
+	free   []float64
 	poolAt float64
 	// fetches are the reads the prefetcher considers, in order: each
 	// file's first read, and every read of a file staged (not placed);
 	// q is the next. Placed files' later reads need no copy.
-	fetches   []int32
+	fetches   []fetch
 	q         int
 	stageUsed int64
 	copyQ     []int32 // reactive: local files to copy, in order of first read
@@ -111,10 +123,12 @@ type rankState struct {
 	opened   int       // the furthest position of the epoch its workers have read (-1: none)
 }
 
+// workerState is 24 bytes: a worker's is asked at every read, one
+// worker's after another's at random.
 type workerState struct {
-	next  int // batch it reads next (its own: w, w+W, ...)
-	pos   int // next file of it
 	c     float64
+	next  int32 // batch it reads next (its own: w, w+W, ...)
+	pos   int32 // next file of it
 	busy  bool
 	inPFS bool
 }
@@ -135,6 +149,7 @@ type EpochStats struct {
 func newRunner(j *job, pol string) *runner {
 	cfg := j.cfg
 	r := &runner{j: j, cfg: cfg, pol: pol, peer: pol == "clairvoyant+peers",
+		direct: pol == "pfs" || pol == "perfect", copyOnRead: pol == "reactive" || pol == "hvac",
 		in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes)}
 	R, W := cfg.RanksPerNode, cfg.Loop.Workers
 	r.nb = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
@@ -143,12 +158,26 @@ func newRunner(j *job, pol string) *runner {
 	for _, no := range j.nodes {
 		total += len(no.files)
 	}
-	fs := slab[file](total) // one allocation for every node's
+	fs := j.spareFiles(total) // one allocation for every node's, a finished policy's if any
+	r.fs = fs
+	var fetches []fetch
+	if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
+		fetches = j.spareFetches(len(j.nodes[0].reads) * cfg.Nodes)
+		r.fetches = fetches
+	}
+	threads := 0
+	r.threads = make([][2]int, len(cfg.Tiers))
+	for t, tier := range cfg.Tiers {
+		r.threads[t] = [2]int{threads, threads + tier.Threads}
+		threads += tier.Threads
+	}
+	used, free := slab[int64](cfg.Nodes*len(cfg.Tiers)), slab[float64](cfg.Nodes*threads)
 	for i := range r.nodes {
 		no := j.nodes[i]
 		ns := &r.nodes[i]
 		n := len(no.files)
 		ns.fs, fs = fs[:n:n], fs[n:]
+		ns.reads = no.reads
 		var tier []int8
 		var peer []int16
 		switch pol {
@@ -169,14 +198,12 @@ func newRunner(j *job, pol string) *runner {
 			}
 			ns.fs[f] = fl
 		}
-		ns.used = make([]int64, len(cfg.Tiers))
-		if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
-			ns.fetches = fetchesOf(no, tier)
+		ns.used, used = used[:len(cfg.Tiers):len(cfg.Tiers)], used[len(cfg.Tiers):]
+		if fetches != nil {
+			ns.fetches = fetchesOf(no, tier, fetches[:0:len(no.reads)])
+			fetches = fetches[len(no.reads):]
 		}
-		ns.free = make([][]float64, len(cfg.Tiers))
-		for t, tier := range cfg.Tiers {
-			ns.free[t] = make([]float64, tier.Threads)
-		}
+		ns.free, free = free[:threads:threads], free[threads:]
 		ns.poolAt = inf
 	}
 	r.ranks = make([]rankState, cfg.Nodes*R)
@@ -195,18 +222,21 @@ func newRunner(j *job, pol string) *runner {
 	return r
 }
 
+// fetch is a read the prefetcher considers: its slot in the node's
+// reads and, beside it, its file's local number.
+type fetch struct{ slot, f int32 }
+
 // fetchesOf lists the reads of no that may need a copy under the
 // placement tier (nil: every file staged): a placed file's first, a
 // staged file's every one.
-func fetchesOf(no *nodeOrder, tier []int8) []int32 {
+func fetchesOf(no *nodeOrder, tier []int8, out []fetch) []fetch {
 	seen := make([]uint64, (len(no.files)+63)/64)
-	var out []int32
 	for k, rd := range no.reads {
 		f := rd.f
 		bit := uint64(1) << (f % 64)
 		if tier == nil || tier[f] < 0 || seen[f/64]&bit == 0 {
 			seen[f/64] |= bit
-			out = append(out, int32(k))
+			out = append(out, fetch{int32(k), f})
 		}
 	}
 	return out
@@ -281,7 +311,7 @@ func (r *runner) startEpoch(e int, t float64) {
 		}
 		for w := range W {
 			wk := &r.workers[k*W+w]
-			*wk = workerState{next: w}
+			*wk = workerState{next: int32(w)}
 			if w < rk.sent {
 				wk.busy = true
 				r.at(t, evRead, k*W+w, 0)
@@ -305,15 +335,14 @@ func (r *runner) readOn(a int, t float64) {
 	}
 	rank := a / W
 	node, local := rank/R, rank%R
-	no := r.j.nodes[node]
-	b := wk.next
+	reads := r.nodes[node].reads
+	b := int(wk.next)
 	if wk.pos == 0 {
 		wk.c = t
 	}
 	end := min((b+1)*B, r.j.k)
-	rk := &r.ranks[rank]
-	for p := b*B + wk.pos; p < end; p++ {
-		rd := no.reads[(r.e*r.j.k+p)*R+local]
+	for p := b*B + int(wk.pos); p < end; p++ {
+		rd := reads[(r.e*r.j.k+p)*R+local]
 		c, stop := r.read(node, rd.f, float64(rd.size), wk.c, t)
 		if stop {
 			wk.c = c
@@ -327,7 +356,10 @@ func (r *runner) readOn(a int, t float64) {
 		}
 		wk.c = c
 		wk.pos++
-		rk.opened = max(rk.opened, p)
+		if r.peer { // only clairvoyant+peers asks (passed)
+			rk := &r.ranks[rank]
+			rk.opened = max(rk.opened, p)
+		}
 	}
 	wk.pos = 0
 	r.at(wk.c, evReady, a, b)
@@ -338,25 +370,26 @@ func (r *runner) readOn(a int, t float64) {
 // own event at c (it needs the PFS and c is later than now). A read of
 // the PFS is returned negated.
 func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
-	no := r.j.nodes[node]
 	pre := 0.0
 	if r.cfg.Loop.PreprocessRate > 0 {
 		pre = size / r.cfg.Loop.PreprocessRate
 	}
-	switch r.pol {
-	case "pfs":
+	if r.direct {
+		if r.pol == "perfect" {
+			return r.tierRead(0, c, size) + pre, false
+		}
 		if c > now {
 			return c, true
 		}
 		return -(r.pfsRead(c, size) + pre), false
-	case "perfect":
-		return r.tierRead(0, c, size) + pre, false
 	}
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
 	land, tier := fl.land, fl.tier
-	if r.ownLand != nil && int(fl.peer) == node && r.ownLand[no.files[f]] < land {
-		land, tier = r.ownLand[no.files[f]], 0 // a copy this node made for another
+	if r.ownLand != nil && int(fl.peer) == node {
+		if own := r.ownLand[r.j.nodes[node].files[f]]; own < land {
+			land, tier = own, 0 // a copy this node made for another
+		}
 	}
 	if land <= c+waitCap {
 		done := r.tierRead(max(int(tier), 0), max(c, land), size)
@@ -364,7 +397,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 			fl.land = inf
 			ns.stageUsed -= int64(size)
 			if r.peer && int(fl.peer) == node {
-				r.holdLand[no.files[f]] = inf
+				r.holdLand[r.j.nodes[node].files[f]] = inf
 			}
 		}
 		return done + pre, false
@@ -373,7 +406,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		return c, true
 	}
 	begin := c
-	if (r.pol == "reactive" || r.pol == "hvac") && land == inf {
+	if r.copyOnRead && land == inf {
 		done, ok := r.request(node, f, size, c)
 		if ok {
 			return done + pre, false
@@ -381,8 +414,8 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		begin = done
 	}
 	done := r.pfsRead(begin, size)
-	if r.pol == "reactive" || r.pol == "hvac" {
-		r.copyOnMiss(node, f, no.files[f], size, c, done)
+	if r.copyOnRead {
+		r.copyOnMiss(node, f, r.j.nodes[node].files[f], size, c, done)
 	}
 	return -(done + pre), false
 }
@@ -468,8 +501,8 @@ func (r *runner) batchReady(a, b int, t float64) {
 	rk := &r.ranks[rank]
 	rk.ready[b] = t
 	wk.busy = false
-	wk.next += W
-	if wk.next < rk.sent {
+	wk.next += int32(W)
+	if int(wk.next) < rk.sent {
 		wk.busy = true
 		r.readOn(a, t)
 	}
@@ -487,7 +520,7 @@ func (r *runner) step(rank int, t float64) {
 	rk.released = false
 	if rk.sent < r.nb {
 		a := rank*W + rk.sent%W
-		if wk := &r.workers[a]; !wk.busy && wk.next == rk.sent {
+		if wk := &r.workers[a]; !wk.busy && int(wk.next) == rk.sent {
 			wk.busy = true
 			r.at(t, evRead, a, 0)
 		}

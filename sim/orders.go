@@ -29,6 +29,51 @@ type job struct {
 	// hvac (peers.Owner of its path); nil unless hvac is run.
 	owner []int16
 	stage int64 // the staging budget shim's placement kept out of the first tier
+	// spare holds the slabs of policies that finished, for the next ones
+	// (a slab of a large job is gigabytes: reused, its pages are not
+	// faulted in and zeroed by the kernel again).
+	spare struct {
+		sync.Mutex
+		fs      [][]file
+		fetches [][]fetch
+	}
+}
+
+// spareFiles is a slab of n files, a finished policy's if one is spare.
+func (j *job) spareFiles(n int) []file {
+	j.spare.Lock()
+	defer j.spare.Unlock()
+	for k, s := range j.spare.fs {
+		if cap(s) >= n {
+			j.spare.fs = append(j.spare.fs[:k], j.spare.fs[k+1:]...)
+			return s[:n]
+		}
+	}
+	return make([]file, n)
+}
+
+// spareFetches is spareFiles for the prefetcher's lists.
+func (j *job) spareFetches(n int) []fetch {
+	j.spare.Lock()
+	defer j.spare.Unlock()
+	for k, s := range j.spare.fetches {
+		if cap(s) >= n {
+			j.spare.fetches = append(j.spare.fetches[:k], j.spare.fetches[k+1:]...)
+			return s[:n]
+		}
+	}
+	return make([]fetch, n)
+}
+
+// release gives a finished policy's slabs back to the job.
+func (j *job) release(r *runner) {
+	j.spare.Lock()
+	defer j.spare.Unlock()
+	j.spare.fs = append(j.spare.fs, r.fs)
+	if r.fetches != nil {
+		j.spare.fetches = append(j.spare.fetches, r.fetches)
+	}
+	r.fs, r.fetches = nil, nil
 }
 
 // nodeOrder is one node's reads: its files in the order it first reads

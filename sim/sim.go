@@ -61,11 +61,13 @@ func Run(cfg *Config) (*Result, error) {
 	order := longestFirst(cfg.Policies)
 	parallel(len(order), func(k int, _ []int32) {
 		p := cfg.Policies[order[k]]
-		res.Policies[order[k]] = PolicyResult{Policy: p, Epochs: newRunner(j, p).run()}
-		// The runner's arrays (gigabytes at scale) are garbage now: collect
-		// them, so that the next policy's reuse their pages instead of
-		// faulting in new ones (the kernel's zeroing of fresh pages was a
-		// tenth of a large run's time) and the peak stays lower.
+		rn := newRunner(j, p)
+		res.Policies[order[k]] = PolicyResult{Policy: p, Epochs: rn.run()}
+		// The runner's largest arrays go to the next policy (j.spare); the
+		// rest (still gigabytes at scale) are collected now, so that the
+		// next policy reuses their pages rather than fault in new ones, and
+		// the peak stays lower.
+		j.release(rn)
 		runtime.GC()
 	}, false, 0)
 	res.Seconds = time.Since(t0).Seconds()
