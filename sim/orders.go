@@ -43,26 +43,26 @@ type job struct {
 func (j *job) spareFiles(n int) []file {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	for k, s := range j.spare.fs {
-		if cap(s) >= n {
-			j.spare.fs = append(j.spare.fs[:k], j.spare.fs[k+1:]...)
-			return s[:n]
-		}
-	}
-	return make([]file, n)
+	return takeSpare(&j.spare.fs, n)
 }
 
 // spareFetches is spareFiles for the prefetcher's lists.
 func (j *job) spareFetches(n int) []fetch {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	for k, s := range j.spare.fetches {
+	return takeSpare(&j.spare.fetches, n)
+}
+
+// takeSpare removes from spare a slab that holds n elements and returns
+// it cut to n (its contents as the last policy left them), or a new one.
+func takeSpare[T any](spare *[][]T, n int) []T {
+	for k, s := range *spare {
 		if cap(s) >= n {
-			j.spare.fetches = append(j.spare.fetches[:k], j.spare.fetches[k+1:]...)
+			*spare = append((*spare)[:k], (*spare)[k+1:]...)
 			return s[:n]
 		}
 	}
-	return make([]fetch, n)
+	return make([]T, n)
 }
 
 // release gives a finished policy's slabs back to the job.
