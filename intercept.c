@@ -1258,10 +1258,37 @@ static int request_copy(const char *abs)
 	return 1;
 }
 
+/* PUBLISH_WAIT_NS bounds how long a change of a file waits for the
+ * leader's publication under way of a copy of it: a rename between two
+ * loads, unless the leader is stopped or dies there. */
+#define PUBLISH_WAIT_NS (1000ull * 1000 * 1000)
+
+/* await_publishers waits while the leader is publishing a copy of a file
+ * hashed as abs, whose gen the caller moved: that publication then either
+ * saw the new gen and removed its copy, or renamed it into place before
+ * the caller removed the copies (struct augur_hold). */
+static void await_publishers(const char *abs)
+{
+	uint32_t *w = st.seg ? augur_publishing(abs) : NULL;
+	uint64_t deadline = 0;
+	for (;;) {
+		uint32_t n = w ? __atomic_load_n(w, __ATOMIC_SEQ_CST) : 0;
+		if (!n)
+			return;
+		uint64_t now = now_ns();
+		if (!deadline)
+			deadline = now + PUBLISH_WAIT_NS;
+		if (now >= deadline || !leader_runs(st.seg))
+			return;
+		futex_wait(w, n, 10 * 1000 * 1000);
+	}
+}
+
 /* augur_invalidate_abs removes every tier copy of abs. Any process may
  * do it: a stale copy must disappear before the writer's open returns.
  * It first moves the file's gen, so that a copy being made now is
- * discarded rather than published (struct augur_writes). It removes
+ * discarded rather than published (struct augur_writes), and last waits
+ * for a publication under way to settle (await_publishers). It removes
  * through the tier's directory, opened without following a symlink and
  * checked, not by the whole path: a tier swapped for a symlink must not
  * lead the removal out of the tier. */
@@ -1281,6 +1308,7 @@ AUGUR_HIDDEN void augur_invalidate_abs(const char *abs)
 			__atomic_fetch_add(&st.seg->counters.invalidated, 1, __ATOMIC_RELAXED);
 		augur_real.close(dir);
 	}
+	await_publishers(abs);
 	if (st.seg)
 		emit(AUGUR_EV_INVALIDATE, -1, -1, 0, abs);
 }

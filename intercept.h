@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 15
+#define AUGUR_ABI_VERSION 16
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -189,7 +189,13 @@ struct augur_config {
  * publishes one. gen is bumped by every change of the file the data plane
  * sees (a write open, a close of a write descriptor, truncate, unlink,
  * rename): a copy whose file's gen moved while it was made is discarded.
- * A hash collision only makes another file wait for the original.
+ * publishing counts the leader's publications under way of files hashed
+ * here (shim/writers.go, writeGuard.Publish): each checks gen, renames
+ * the copy into place, and checks gen again, removing the copy if it
+ * moved. A change waits, after it has dropped the copies, until none is
+ * under way (augur_invalidate_abs), so no copy of the old file is in
+ * place once the change returns. A hash collision only makes another
+ * file wait for the original, or a change wait for another's rename.
  */
 enum { AUGUR_WRITER_FREE = 0, AUGUR_WRITER_FILLING = 1, AUGUR_WRITER_USED = 2 };
 struct augur_writer {
@@ -205,6 +211,8 @@ struct augur_writer {
 struct augur_hold {
 	uint32_t writers;
 	uint32_t gen;
+	uint32_t publishing;
+	uint32_t pad;
 };
 
 /* A write descriptor closed lately: a process started by vfork or

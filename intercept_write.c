@@ -44,8 +44,16 @@ static struct augur_hold *hold_of(struct augur_segment *seg, uint64_t key)
 AUGUR_HIDDEN void augur_bump_gen(const char *abs)
 {
 	struct augur_segment *seg = augur_seg();
+	/* Sequentially consistent, as the load of publishing that follows
+	 * (augur_publishing) and the leader's checks: see struct augur_hold. */
 	if (seg)
-		__atomic_fetch_add(&hold_of(seg, augur_fnv1a(abs))->gen, 1, __ATOMIC_ACQ_REL);
+		__atomic_fetch_add(&hold_of(seg, augur_fnv1a(abs))->gen, 1, __ATOMIC_SEQ_CST);
+}
+
+AUGUR_HIDDEN uint32_t *augur_publishing(const char *abs)
+{
+	struct augur_segment *seg = augur_seg();
+	return seg ? &hold_of(seg, augur_fnv1a(abs))->publishing : NULL;
 }
 
 AUGUR_HIDDEN int augur_write_held(const char *abs)

@@ -47,11 +47,15 @@ var ErrHeld = errors.New("file being written; not copied")
 // A Guard says when a file may be copied: the shim's says no while a
 // process of the job may write the file.
 type Guard interface {
-	// Begin reports whether path may be copied now, with a token for Keep.
+	// Begin reports whether path may be copied now, with a token for
+	// Commit.
 	Begin(path string) (token uint64, ok bool)
-	// Keep reports whether a copy of path made since Begin gave token
-	// may stay published.
-	Keep(path string, token uint64) bool
+	// Commit puts a copy of path made since Begin gave token in place
+	// (tiering.Commit): it calls rename unless the file may have changed
+	// since, and takes the copy back with remove if the file changed
+	// while it was renamed. It returns rename's error, or ErrHeld if the
+	// copy is not in place.
+	Commit(path string, token uint64, rename func() error, remove func()) error
 }
 
 // A Source fills copies from somewhere other than the shared filesystem:
@@ -432,58 +436,63 @@ func (s *slot) usableLocked(size int64) bool {
 // says whether the bytes came from the Source.
 func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
 	if p.guard == nil {
-		return p.copyIn(tier, j)
+		return p.copyIn(tier, j, nil)
 	}
 	token, ok := p.guard.Begin(j.path)
 	if !ok {
 		return 0, false, ErrHeld
 	}
-	n, peer, err := p.copyIn(tier, j)
-	if err == nil && !p.guard.Keep(j.path, token) {
-		tier.Remove(j.path)
-		return 0, false, ErrHeld
-	}
-	return n, peer, err
+	return p.copyIn(tier, j, func(rename func() error, remove func()) error {
+		return p.guard.Commit(j.path, token, rename, remove)
+	})
 }
 
 // copyIn publishes j's file in tier from the Source if it fills it, else
-// from the shared filesystem.
-func (p *Pool) copyIn(tier *tiering.Tree, j job) (int64, bool, error) {
+// from the shared filesystem; commit (nil: none) puts the copy in place.
+func (p *Pool) copyIn(tier *tiering.Tree, j job, commit tiering.Commit) (int64, bool, error) {
 	if p.source == nil {
-		n, err := publishFS(tier, j)
+		n, err := publishFS(tier, j, commit)
 		return n, false, err
 	}
-	if n, ok := p.fill(tier, j.path); ok {
+	switch n, err := p.fill(tier, j.path, commit); {
+	case err == nil:
 		return n, true, nil
+	case errors.Is(err, ErrHeld):
+		return 0, false, err // the file changed: a copy from elsewhere is as stale
 	}
 	done := p.source.BeginPFS(j.size)
-	n, err := publishFS(tier, j)
+	n, err := publishFS(tier, j, commit)
 	done(n)
 	return n, false, err
 }
 
 // publishFS publishes j's file in tier from the shared filesystem,
 // through the source its caller opened if there is one.
-func publishFS(tier *tiering.Tree, j job) (int64, error) {
-	if j.src != nil {
-		return tier.PublishSource(j.path, j.src)
+func publishFS(tier *tiering.Tree, j job, commit tiering.Commit) (int64, error) {
+	src := j.src
+	if src == nil {
+		var err error
+		if src, err = tiering.OpenSource(j.path); err != nil {
+			return 0, err
+		}
+		defer src.File.Close()
 	}
-	return tier.Publish(j.path)
+	src.Commit = commit
+	return tier.PublishSource(j.path, src)
 }
 
 // errDeclined: the Source did not fill the copy.
 var errDeclined = errors.New("not filled by the source")
 
-// fill publishes path in tier with the bytes of the Source, and says
-// whether it did. Why it did not is not returned: whatever it was (the
-// source's stat failed, the Source declined or failed, its bytes were
-// refused, the tier failed), the copy from the shared filesystem that
-// follows meets it again if it is the file's or the tier's, and reports
-// it then.
-func (p *Pool) fill(tier *tiering.Tree, path string) (int64, bool) {
+// fill publishes path in tier with the bytes of the Source. The caller
+// copies from the shared filesystem after any error but the guard's
+// ErrHeld: whatever it was (the source's stat failed, the Source declined
+// or failed, its bytes were refused, the tier failed), that copy meets it
+// again if it is the file's or the tier's, and reports it then.
+func (p *Pool) fill(tier *tiering.Tree, path string, commit tiering.Commit) (int64, error) {
 	var st unix.Stat_t
-	if tiering.Stat(path, &st) != nil {
-		return 0, false
+	if err := tiering.Stat(path, &st); err != nil {
+		return 0, err
 	}
 	n, err := tier.PublishFrom(path, &st, func(dst *os.File) (int64, error) {
 		n, ok := p.source.Fill(path, &st, dst)
@@ -491,8 +500,8 @@ func (p *Pool) fill(tier *tiering.Tree, path string) (int64, bool) {
 			return n, errDeclined
 		}
 		return n, nil
-	})
-	return n, err == nil
+	}, commit)
+	return n, err
 }
 
 // Pending is the number of files queued or being copied.

@@ -60,9 +60,12 @@ type fakeGuard struct {
 
 func (g *fakeGuard) Begin(string) (uint64, bool) { return 7, g.begin }
 
-func (g *fakeGuard) Keep(_ string, token uint64) bool {
+func (g *fakeGuard) Commit(_ string, token uint64, rename func() error, _ func()) error {
 	g.kept = append(g.kept, token)
-	return g.keep
+	if !g.keep {
+		return ErrHeld
+	}
+	return rename()
 }
 
 // fetchOne copies file (of size bytes) into a new tier through a pool
@@ -168,7 +171,8 @@ func TestSourceFailureFallsBackToPFS(t *testing.T) {
 
 // The guard applies to a copy from the Source as to any: a file that may
 // be being written is not asked of the Source, and a copy whose file
-// changed while the Source filled it is removed.
+// changed while the Source filled it is not put in place, nor copied
+// again from the shared filesystem.
 func TestGuardAppliesToSourceCopies(t *testing.T) {
 	const size = 100
 	files, _ := world(t, 1, size)
@@ -186,8 +190,8 @@ func TestGuardAppliesToSourceCopies(t *testing.T) {
 		if !errors.Is(r.Err, ErrHeld) || r.Peer || st.Used != 0 {
 			t.Errorf("guard %+v: result %+v, %d bytes used; want ErrHeld, nothing kept", c.guard, r, st.Used)
 		}
-		if src.fills != c.fills {
-			t.Errorf("guard %+v: %d fills, want %d", c.guard, src.fills, c.fills)
+		if src.fills != c.fills || src.pfs != 0 {
+			t.Errorf("guard %+v: %d fills, %d copies from the shared filesystem; want %d, 0", c.guard, src.fills, src.pfs, c.fills)
 		}
 		cp, _ := tiering.CopyPath(tr.Path, files[0])
 		if _, err := os.Lstat(cp); !errors.Is(err, os.ErrNotExist) {

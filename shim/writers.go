@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/augur-hpc/augur/fetchpool"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,12 +38,40 @@ func (g writeGuard) Begin(path string) (uint64, bool) {
 	return uint64(gen), atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0
 }
 
-// Keep says whether a copy of path made since Begin returned gen may
-// stay: no writer now, and no change meanwhile. A writer that came after
-// this check drops the copy itself (it registers before it removes the
-// copies), so no copy outlives a change.
-func (g writeGuard) Keep(path string, gen uint64) bool {
+// Commit puts a copy of path made since Begin returned gen in place if
+// no process writes the file and it did not change meanwhile, and takes
+// it back if that is no longer so once it is renamed. It counts itself in
+// the file's publishing while it does, and a change of the file waits,
+// after it has removed the copies, until that count is 0 (intercept.c,
+// await_publishers). All these loads and stores are sequentially
+// consistent (Go's atomics, the data plane's __ATOMIC_SEQ_CST), so a
+// change either moves gen before the check that follows the rename (and
+// this removes the copy before the change returns) or after it: then the
+// rename came before the change's removal of the copies, which removes it.
+func (g writeGuard) Commit(path string, gen uint64, rename func() error, remove func()) error {
 	h := g.seg.hold(path)
+	publishing := (*uint32)(unsafe.Pointer(&h.publishing))
+	atomic.AddUint32(publishing, 1)
+	defer func() {
+		atomic.AddUint32(publishing, ^uint32(0))
+		futexWake(publishing)
+	}()
+	if !unchanged(h, gen) {
+		return fetchpool.ErrHeld
+	}
+	if err := rename(); err != nil {
+		return err
+	}
+	if !unchanged(h, gen) {
+		remove()
+		return fetchpool.ErrHeld
+	}
+	return nil
+}
+
+// unchanged says whether h's file has no writer and gen as its change
+// generation.
+func unchanged(h *C.struct_augur_hold, gen uint64) bool {
 	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0 &&
 		uint64(atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.gen)))) == gen
 }

@@ -2,12 +2,18 @@ package test
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/augur-hpc/augur/shim"
+	"golang.org/x/sys/unix"
 )
 
 // A dataset file written inside the job (issue 14): while any process of
@@ -29,6 +35,67 @@ func TestWritersInsideTheJob(t *testing.T) {
 				t.Errorf("%s: printed %q\nstderr:\n%s", name, out, stderr)
 			}
 		})
+	}
+}
+
+// A change of a dataset file waits for the leader's publication of a copy
+// of it under way (shim/writers.go, writeGuard.Commit): the publication
+// renames the copy between two checks of the file's change generation,
+// and takes it back if the second finds it moved, so the change, which
+// moves it and then removes the copies, must not return before that
+// publication ends. Here the test stands for the publication (it counts
+// itself in the file's publishing word) and rm is the change: rm has
+// moved the generation but does not unlink the file until the count
+// drops, or until a second has passed if it never does.
+func TestChangeWaitsForAPublicationUnderWay(t *testing.T) {
+	c := NewCase(t)
+	stop := holdJob(c)
+	defer stop()
+	seg, err := shim.AttachSegment(jobOfCase(c))
+	must(t, err)
+	defer seg.Close()
+	for _, ends := range []bool{true, false} {
+		f := c.Write(map[bool]string{true: "p/ends.bin", false: "p/never.bin"}[ends], []byte("old bytes"))
+		pub, gen := publishingWord(seg.Ptr(), f), genWord(seg.Ptr(), f)
+		atomic.AddUint32(pub, 1)
+		gen0 := atomic.LoadUint32(gen)
+		cmd := exec.Command("rm", f)
+		cmd.Env = append(append(os.Environ(), c.Env...), "LD_PRELOAD="+Lib)
+		must(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for deadline := time.Now().Add(time.Minute); atomic.LoadUint32(gen) == gen0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("rm never moved the file's change generation")
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("ends %v: rm unlinked the file while a publication of it was under way (%v)", ends, err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ends %v: rm returned (%v) while a publication of the file was under way", ends, err)
+		default:
+		}
+		if ends {
+			atomic.AddUint32(pub, ^uint32(0))
+			unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(pub)), 1 /* FUTEX_WAKE */, math.MaxInt32, 0, 0, 0)
+		}
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("ends %v: rm still waits", ends)
+		}
+		if !ends {
+			atomic.AddUint32(pub, ^uint32(0))
+		}
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("ends %v: rm did not remove the file", ends)
+		}
 	}
 }
 

@@ -82,6 +82,8 @@ type Source struct {
 	// Parallel: a reader waits for this copy, which reads its parts at
 	// once (copyParallel) rather than one request after another.
 	Parallel bool
+	// Commit, if set, puts the finished copy in place (see Commit).
+	Commit Commit
 	// Placed, if set, is called as soon as the copy is in place, before
 	// the source is checked again: a reader waiting for this copy reads
 	// it meanwhile. A copy the check then finds changed is removed; the
@@ -89,6 +91,14 @@ type Source struct {
 	// it would have raced a read of the original.
 	Placed func()
 }
+
+// A Commit puts a finished copy in place: it calls rename, which moves
+// the copy there, or refuses to (its error is then returned and nothing
+// is published), and may take the copy back with remove after the
+// rename. The caller of a publish uses it to bracket the rename with a
+// check that the source did not change meanwhile (fetchpool.Guard).
+// Without one the copy is renamed into place.
+type Commit func(rename func() error, remove func()) error
 
 // OpenSource opens path for a copy. It opens without following a final
 // symlink first, and learns that way whether the path is one without a
@@ -168,9 +178,9 @@ func (tr *Tree) PublishSource(source string, src *Source) (int64, error) {
 	restat := func(after *unix.Stat_t) error { return Fstat(fd, after) }
 	link := func() bool { return src.Link }
 	if src.Placed == nil {
-		return tr.publish(source, dir, leaf, &src.Stat, link, copyIn, restat)
+		return tr.publish(source, dir, leaf, &src.Stat, link, copyIn, restat, src.Commit)
 	}
-	n, err := tr.publish(source, dir, leaf, &src.Stat, link, copyIn, nil)
+	n, err := tr.publish(source, dir, leaf, &src.Stat, link, copyIn, nil, src.Commit)
 	if err != nil {
 		return 0, err
 	}
@@ -195,9 +205,9 @@ func (tr *Tree) PublishSource(source string, src *Source) (int64, error) {
 // The copy is published only if it holds exactly st's size in bytes and
 // a stat of source after fill still reports st's size and mtime: that
 // request to the shared filesystem is what keeps a copy from elsewhere
-// from outliving a change of the source. The caller must hold the
-// tier's Lock.
-func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.File) (int64, error)) (int64, error) {
+// from outliving a change of the source. commit, if not nil, puts the
+// copy in place (Commit). The caller must hold the tier's Lock.
+func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.File) (int64, error), commit Commit) (int64, error) {
 	dir, leaf, err := copyRel(source)
 	if err != nil {
 		return 0, err
@@ -207,15 +217,16 @@ func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.Fi
 		var st unix.Stat_t
 		return unix.Lstat(source, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 	}
-	return tr.publish(source, dir, leaf, st, link, fill, restat)
+	return tr.publish(source, dir, leaf, st, link, fill, restat, commit)
 }
 
 // publish is the protocol shared by Publish and PublishFrom: source's
 // copy goes to files/dir/leaf, st is source's stat when the copy began,
 // link says whether source ends in a symlink, fill writes the bytes and
 // restat takes source's stat once they are written (nil: the caller
-// checks the source after the copy is placed).
-func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() bool, fill func(*os.File) (int64, error), restat func(*unix.Stat_t) error) (int64, error) {
+// checks the source after the copy is placed), and commit, if not nil,
+// puts the copy in place.
+func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() bool, fill func(*os.File) (int64, error), restat func(*unix.Stat_t) error, commit Commit) (int64, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, ErrNotRegular
 	}
@@ -236,10 +247,15 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() b
 		err = ErrIncomplete
 	}
 	if err == nil {
-		err = tr.rename(tmpfd, tmp.Name(), dir, leaf)
+		rename := func() error { return tr.rename(tmpfd, tmp.Name(), dir, leaf) }
+		if commit == nil {
+			err = rename()
+		} else {
+			err = commit(rename, func() { tr.Remove(source) })
+		}
 	}
 	if err != nil {
-		unix.Unlinkat(tmpfd, filepath.Base(tmp.Name()), 0)
+		unix.Unlinkat(tmpfd, filepath.Base(tmp.Name()), 0) // ENOENT if commit renamed it and took it back
 		return 0, err
 	}
 	return n, nil

@@ -44,7 +44,7 @@ func writing(data []byte) func(*os.File) (int64, error) {
 func TestPublishFromCopiesBytesAndMetadata(t *testing.T) {
 	data := bytes.Repeat([]byte("peer"), 3000)
 	tier, p, st := fromSource(t, data)
-	n, err := tier.PublishFrom(p, st, writing(data))
+	n, err := tier.PublishFrom(p, st, writing(data), nil)
 	if err != nil || n != int64(len(data)) {
 		t.Fatalf("PublishFrom = %d, %v; want %d bytes", n, err, len(data))
 	}
@@ -124,7 +124,7 @@ func TestPublishFromRefuses(t *testing.T) {
 				p = filepath.Dir(p)
 				Stat(p, st)
 			}
-			n, err := tier.PublishFrom(p, st, c.fill(p))
+			n, err := tier.PublishFrom(p, st, c.fill(p), nil)
 			if !errors.Is(err, c.want) || n != 0 {
 				t.Errorf("PublishFrom = %d, %v; want 0, %v", n, err, c.want)
 			}
@@ -186,6 +186,56 @@ func TestPublishUncachedSourceOfEverySize(t *testing.T) {
 			if size == 0 {
 				t.Logf("%s: read with O_DIRECT: %v", dir, src.Direct)
 			}
+		}
+	}
+}
+
+// A Commit decides whether the finished copy goes in place: one that
+// refuses leaves no copy, one that renames and takes the copy back
+// leaves none either, both leave no temporary file and return the
+// Commit's error, and a waiting reader is let in only after a copy kept.
+func TestCommitPutsTheCopyInPlace(t *testing.T) {
+	data := bytes.Repeat([]byte("commit"), 1000)
+	refused := errors.New("changed")
+	cases := []struct {
+		name   string
+		commit Commit
+		err    error
+	}{
+		{"none", nil, nil},
+		{"renames", func(rename func() error, _ func()) error { return rename() }, nil},
+		{"refuses", func(func() error, func()) error { return refused }, refused},
+		{"takes-back", func(rename func() error, remove func()) error {
+			if err := rename(); err != nil {
+				return err
+			}
+			remove()
+			return refused
+		}, refused},
+	}
+	for _, c := range cases {
+		for _, waited := range []bool{false, true} {
+			tier, p, _ := fromSource(t, data)
+			src, err := OpenSource(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Commit = c.commit
+			placed := false
+			if waited {
+				src.Placed = func() { placed = true }
+			}
+			n, err := tier.PublishSource(p, src)
+			src.File.Close()
+			cp, _ := CopyPath(tier.Path, p)
+			_, serr := os.Stat(cp)
+			if err != c.err || (err == nil) != (serr == nil) || (err == nil && n != int64(len(data))) {
+				t.Errorf("%s (waited %v): PublishSource = %d, %v, copy %v; want %v and a copy only without error", c.name, waited, n, err, serr, c.err)
+			}
+			if waited && placed != (c.err == nil) {
+				t.Errorf("%s: the waiting reader let in: %v, want %v", c.name, placed, c.err == nil)
+			}
+			noTemp(t, tier)
 		}
 	}
 }
