@@ -208,14 +208,24 @@ func TestClairvoyantFollowsOrSaysWhyNot(t *testing.T) {
 // A dataset the configured layout cannot list (flat files, no class
 // folders, for an ImageFolder layout) cannot be predicted: the leader
 // says so once, runs the reactive policy instead, and augur stat says
-// which; the program reads the right bytes.
+// which; the program reads the right bytes. The leader plans in the
+// background, and a job that ends first never learns the plan failed:
+// this one reads its files, then waits (at most a minute) until augur stat
+// says the reactive policy runs, and the files it read before are copied.
 func TestClairvoyantUnplannableRunsReactive(t *testing.T) {
 	c := NewCase(t)
 	files := c.RandomFiles("", 12, 8192)
 	job := "cvu-" + randHex(4)
 	c.Set("AUGUR_JOB=" + job)
 	c.Set("AUGUR_POLICY=clairvoyant")
-	out, stderr := c.AugurRun(append([]string{"--", "sha256sum"}, files...)...)
+	c.Set("AUGUR_BIN=" + Augur)
+	const script = `sha256sum "$@" || exit 1
+for i in $(seq 1200); do
+    "$AUGUR_BIN" stat --job "$AUGUR_JOB" | grep -q "prediction: none" && exit 0
+    sleep 0.05
+done
+echo "augur stat never said the prediction failed" >&2; exit 1`
+	out, stderr := c.AugurRun(append([]string{"--", "sh", "-c", script, "sh"}, files...)...)
 	want, err := exec.Command("sha256sum", files...).Output()
 	must(t, err)
 	if out != string(want) {
