@@ -1269,19 +1269,20 @@ static int request_copy(const char *abs)
  * the caller removed the copies (struct augur_hold). */
 static void await_publishers(const char *abs)
 {
-	uint32_t *w = st.seg ? augur_publishing(abs) : NULL;
-	uint64_t deadline = 0;
+	struct augur_hold *h = st.seg ? augur_hold(abs) : NULL;
+	if (!h || !__atomic_load_n(&h->publishing, __ATOMIC_SEQ_CST))
+		return;
+	/* Counted before publishing is loaded again: a publication that ends
+	 * after that load sees the count and wakes this one. */
+	__atomic_fetch_add(&h->waiting, 1, __ATOMIC_SEQ_CST);
+	uint64_t deadline = now_ns() + PUBLISH_WAIT_NS;
 	for (;;) {
-		uint32_t n = w ? __atomic_load_n(w, __ATOMIC_SEQ_CST) : 0;
-		if (!n)
-			return;
-		uint64_t now = now_ns();
-		if (!deadline)
-			deadline = now + PUBLISH_WAIT_NS;
-		if (now >= deadline || !leader_runs(st.seg))
-			return;
-		futex_wait(w, n, 10 * 1000 * 1000);
+		uint32_t n = __atomic_load_n(&h->publishing, __ATOMIC_SEQ_CST);
+		if (!n || now_ns() >= deadline || !leader_runs(st.seg))
+			break;
+		futex_wait(&h->publishing, n, 10 * 1000 * 1000);
 	}
+	__atomic_fetch_sub(&h->waiting, 1, __ATOMIC_SEQ_CST);
 }
 
 /* augur_invalidate_abs removes every tier copy of abs. Any process may

@@ -212,7 +212,7 @@ struct augur_hold {
 	uint32_t writers;
 	uint32_t gen;
 	uint32_t publishing;
-	uint32_t pad;
+	uint32_t waiting; /* changes waiting for publishing to reach 0: only then is it woken */
 };
 
 /* A write descriptor closed lately: a process started by vfork or

@@ -211,9 +211,9 @@ AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
 AUGUR_HIDDEN void augur_write_adopt(void);
 AUGUR_HIDDEN int augur_write_held(const char *abs);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
-/* augur_publishing is the count of the leader's publications under way of
- * files hashed as abs (struct augur_hold), or NULL without a segment. */
-AUGUR_HIDDEN uint32_t *augur_publishing(const char *abs);
+/* augur_hold is the writes table's entry of the files hashed as abs
+ * (struct augur_hold), or NULL without a segment. */
+AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs);
 
 /* augur_source_of writes into out (PATH_MAX) the source path of a
  * descriptor served from a tier, and reports whether fd is one. */

@@ -45,15 +45,15 @@ AUGUR_HIDDEN void augur_bump_gen(const char *abs)
 {
 	struct augur_segment *seg = augur_seg();
 	/* Sequentially consistent, as the load of publishing that follows
-	 * (augur_publishing) and the leader's checks: see struct augur_hold. */
+	 * (await_publishers) and the leader's checks: see struct augur_hold. */
 	if (seg)
 		__atomic_fetch_add(&hold_of(seg, augur_fnv1a(abs))->gen, 1, __ATOMIC_SEQ_CST);
 }
 
-AUGUR_HIDDEN uint32_t *augur_publishing(const char *abs)
+AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs)
 {
 	struct augur_segment *seg = augur_seg();
-	return seg ? &hold_of(seg, augur_fnv1a(abs))->publishing : NULL;
+	return seg ? hold_of(seg, augur_fnv1a(abs)) : NULL;
 }
 
 AUGUR_HIDDEN int augur_write_held(const char *abs)

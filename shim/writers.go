@@ -54,7 +54,11 @@ func (g writeGuard) Commit(path string, gen uint64, rename func() error, remove 
 	atomic.AddUint32(publishing, 1)
 	defer func() {
 		atomic.AddUint32(publishing, ^uint32(0))
-		futexWake(publishing)
+		// A change counts itself waiting before it loads publishing
+		// again, so one this load misses sees the count just dropped.
+		if atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.waiting))) != 0 {
+			futexWake(publishing)
+		}
 	}()
 	if !unchanged(h, gen) {
 		return fetchpool.ErrHeld

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,8 +18,10 @@ import (
 // name first, so a tier is used only if its directory, files/ and tmp/
 // are directories this user owns, that no one else may write, and that
 // are not symbolic links. A Tree enters the tier through a descriptor
-// opened with O_NOFOLLOW and checked; every directory below is opened
-// with openat and O_NOFOLLOW from its checked parent and checked in turn,
+// opened with O_NOFOLLOW and checked; a directory below is reached from
+// it by a resolution that follows no symlink and stays beneath it
+// (openat2, or openat and O_NOFOLLOW one component at a time), and is
+// checked itself before anything is created, renamed or removed in it,
 // so a component swapped for a symlink, even in the middle of a walk,
 // cannot lead a write or a removal out of the tier. The directories augur
 // creates are 0700: nobody else can even look into a tier.
@@ -194,15 +197,61 @@ func (tr *Tree) root() (int, error) {
 	return tr.fd, nil
 }
 
-// dir opens rel, a slash-separated directory path below the tier, one
-// component at a time, each with O_NOFOLLOW from its checked parent and
-// checked itself; with create, missing components are made (0700). The
-// caller closes the descriptor.
+// dir opens rel, a slash-separated directory path below the tier, and
+// checks the directory it reaches; with create, missing components are
+// made (0700). The caller closes the descriptor.
+//
+// It resolves rel in one openat2 that follows no symlink and cannot leave
+// the tier (RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH), and checks only the
+// directory reached: that is where the caller creates, renames or
+// removes, through this descriptor, whatever the path to it becomes
+// meanwhile. Resolving each component with its own openat and fstat cost
+// the leader 43% of its processor in a job reading 12,800 small files a
+// second (each publish and each removal of a staged copy walks some six
+// components of the source's path). Where openat2 fails (a missing
+// component, a symlink, a kernel before 5.6 or a seccomp filter without
+// it), stepwise resolves rel one component at a time and says which one
+// is wrong.
 func (tr *Tree) dir(rel string, create bool) (int, error) {
-	cur, err := tr.root()
+	root, err := tr.root()
 	if err != nil {
 		return -1, err
 	}
+	if noOpenat2.Load() {
+		return tr.stepwise(root, rel, create)
+	}
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		noOpenat2.Store(true)
+	}
+	if err != nil {
+		return tr.stepwise(root, rel, create)
+	}
+	path := tr.Path + "/" + rel
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := Untrusted(path, &st, unix.S_IFDIR); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// noOpenat2 is set once openat2 was refused (ENOSYS, or EPERM from a
+// seccomp filter): dir then goes stepwise.
+var noOpenat2 atomic.Bool
+
+// stepwise is dir one component at a time, each opened with O_NOFOLLOW
+// from its checked parent (root, the tier's descriptor, first) and checked
+// in turn.
+func (tr *Tree) stepwise(root int, rel string, create bool) (int, error) {
+	cur := root
 	path := tr.Path
 	for _, name := range strings.Split(rel, "/") {
 		path += "/" + name
@@ -258,19 +307,22 @@ func openDirAt(dirfd int, name, path string) (int, *unix.Stat_t, error) {
 // a symlink, another kind, another user's, or writable by group or
 // others. It returns nil for a trusted path.
 func Untrusted(path string, st *unix.Stat_t, kind uint32) error {
-	who := fmt.Sprintf("owner uid %d%s, mode %04o", st.Uid, userName(st.Uid), st.Mode&0o7777)
+	// who looks the owner's name up: only for a message.
+	who := func() string {
+		return fmt.Sprintf("owner uid %d%s, mode %04o", st.Uid, userName(st.Uid), st.Mode&0o7777)
+	}
 	var why string
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		target, _ := os.Readlink(path)
-		why = fmt.Sprintf("is a symbolic link to %s (%s)", target, who)
+		why = fmt.Sprintf("is a symbolic link to %s (%s)", target, who())
 	case st.Mode&unix.S_IFMT != kind:
-		why = fmt.Sprintf("is not a %s (%s)", kindName(kind), who)
+		why = fmt.Sprintf("is not a %s (%s)", kindName(kind), who())
 	case int(st.Uid) != os.Geteuid():
 		why = fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
 			st.Uid, userName(st.Uid), os.Geteuid(), userName(uint32(os.Geteuid())), st.Mode&0o7777)
 	case st.Mode&0o022 != 0:
-		why = fmt.Sprintf("is writable by group or others (%s)", who)
+		why = fmt.Sprintf("is writable by group or others (%s)", who())
 	default:
 		return nil
 	}
