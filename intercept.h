@@ -97,6 +97,9 @@ struct augur_leader {
 				 * leader copies files of at most these bytes
 				 * at once); 0: opens never ask */
 	uint64_t requested;     /* opens that asked for their copy and waited */
+	uint64_t client_cache;  /* reactive: 0 not known yet; 1 the shared
+				 * filesystem's client keeps a page cache, and
+				 * opens stop asking (wait_max 0); 2 it does not */
 	uint64_t stale_removed; /* stale copies dropped at validation */
 	uint64_t copies;        /* copies published by the control plane */
 	uint64_t copies_held;   /* copies not made, or discarded: the file was being written */

@@ -30,6 +30,10 @@ func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
 		t.Fatalf("wait_max %d published, want %d", got, 1<<20)
 	}
+	// A client that keeps no page cache, as the first copy finds of a
+	// mount with direct I/O (a local directory caches, which would end
+	// the asking by itself: learnClient).
+	l.react.cache.Store(clientUncached)
 	l.request(Event{Kind: EvRequest, Path: small}) // returns once the copy is settled
 	if cp, _ := tiering.CopyPath(tier.Path, small); !exists(cp) {
 		t.Fatal("the file that fits was not copied")
@@ -49,4 +53,34 @@ func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// The first copy a reader waits for is read through the client's cache
+// and tells whether the client keeps one; a local filesystem does, so
+// readers stop asking (wait_max 0) and augur stat says why. An empty
+// file tells nothing.
+func TestReactiveStopsAskingWhereTheClientCaches(t *testing.T) {
+	root := t.TempDir()
+	empty, small := filepath.Join(root, "empty"), filepath.Join(root, "small")
+	must(t, os.WriteFile(empty, nil, 0o644))
+	must(t, os.WriteFile(small, make([]byte, 10000), 0o644))
+	tier := tiering.Tier{Path: filepath.Join(t.TempDir(), "ram"), Capacity: 1 << 20, Threads: 1}
+	seg := testSegment(t, "unit-reactive-cache")
+	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, WaitMax: 1 << 20}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	defer l.Close()
+	l.request(Event{Kind: EvRequest, Path: empty})
+	if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 1<<20 || st.ClientCache != "" {
+		t.Fatalf("after an empty file: wait_max %d, client cache %q; want %d, not known", got, st.ClientCache, 1<<20)
+	}
+	l.request(Event{Kind: EvRequest, Path: small})
+	if cp, _ := tiering.CopyPath(tier.Path, small); !exists(cp) {
+		t.Fatal("the requested file was not copied")
+	}
+	if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 0 || st.ClientCache != "yes" {
+		t.Errorf("wait_max %d, client cache %q; want 0, yes", got, st.ClientCache)
+	}
 }

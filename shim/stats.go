@@ -54,6 +54,7 @@ type Stats struct {
 	InFlight      uint64        `json:"copies_in_flight"`
 	Waited        uint64        `json:"opens_waited_for_copy"`
 	Requested     uint64        `json:"opens_asked_for_copy"`
+	ClientCache   string        `json:"pfs_client_cache,omitempty"` // reactive: "yes", "no", "" (not known yet)
 	Migrated      uint64        `json:"descriptors_moved"`
 	UptimeSeconds float64       `json:"leader_uptime_seconds"`
 	Predicted     uint64        `json:"predicted_files"`
@@ -132,6 +133,7 @@ func (s *Segment) Stats() Stats {
 		InFlight:      u64(&l.inflight),
 		Waited:        u64(&l.waited),
 		Requested:     u64(&l.requested),
+		ClientCache:   [...]string{"", "yes", "no"}[min(u64(&l.client_cache), 2)],
 		Migrated:      u64(&c.migrated),
 		Predicted:     u64(&l.predicted),
 		Sized:         u64(&l.sized),

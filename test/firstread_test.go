@@ -63,6 +63,39 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 	}
 }
 
+// The first copies a reader waits for tell the leader whether the shared
+// filesystem's client keeps a page cache. With one, readers stop waiting
+// (a wait costs the reader the hand-offs and saves the shared filesystem
+// nothing: the copy reads the pages the reader's reads left); without
+// one, every first open waits for its copy. Either way each byte is
+// served once and every file copied.
+func TestReactiveWaitsOnlyWithoutAPageCache(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(map[bool]string{true: "direct-io", false: "page-cache"}[direct], func(t *testing.T) {
+			c := NewCase(t)
+			files := c.RandomFiles("w", 12, 200_000)
+			srv := reactiveOverPFS(t, c, direct)
+			job := "waits-" + randHex(4)
+			c.Set("AUGUR_JOB=" + job)
+			plain, augur := firstEpoch(t, c, srv, "read", files)
+			st := jobStats(t, c, job)
+			t.Logf("%d bytes with augur, %d without; asked for a copy %d, copies %d, client cache %q",
+				augur, plain, st.Requested, st.Copies, st.ClientCache)
+			if augur != plain {
+				t.Errorf("the shared filesystem served %d bytes with augur, %d without", augur, plain)
+			}
+			want, asked := "yes", uint64(1)
+			if direct {
+				want, asked = "no", uint64(len(files))
+			}
+			if st.ClientCache != want || st.Requested != asked || st.Copies != uint64(len(files)) {
+				t.Errorf("client cache %q, %d opens asked for a copy, %d copies; want %q, %d, %d",
+					st.ClientCache, st.Requested, st.Copies, want, asked, len(files))
+			}
+		})
+	}
+}
+
 // firstEpoch reads files (under c.Dataset) through the mount as kind
 // does, without augur and then in an `augur run` job of its own, checks
 // that both consumed the originals' bytes, and returns the bytes the

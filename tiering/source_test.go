@@ -129,3 +129,35 @@ func TestWaitedCopyReadsItsPartsAtOnce(t *testing.T) {
 		t.Errorf("at most %d read of the copy in flight at once, want its %d parts' together", got, copyStreams)
 	}
 }
+
+// Resident tells a client that keeps a page cache from one that keeps
+// none: after a read through an ordinary descriptor, the bytes are in
+// the page cache only where the client caches. (The tier's reactive
+// policy stops making readers wait for copies on the first answer.)
+func TestResidentSaysWhetherTheClientCaches(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		path, data, _ := overPFS(t, 300_000, "", func(o *pfsemu.Options) { o.DirectIO = direct })
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if n, err := f.ReadAt(got, 0); n != len(data) || !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes (%v)", n, err)
+		}
+		if r := Resident(f, int64(len(data))); r == direct {
+			t.Errorf("direct I/O %v: Resident = %v, want %v", direct, r, !direct)
+		}
+		f.Close()
+	}
+	// Before anything is read, nothing is resident; an empty file says no.
+	path, data, _ := overPFS(t, 300_000, "", func(o *pfsemu.Options) { o.DirectIO = false })
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if Resident(f, int64(len(data))) || Resident(f, 0) {
+		t.Error("Resident said yes of bytes never read")
+	}
+}

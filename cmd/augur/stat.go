@@ -85,6 +85,12 @@ func printStats(w io.Writer, st shim.Stats) {
 	}
 	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   descriptors moved to a copy %d\n",
 		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Migrated)
+	switch st.ClientCache {
+	case "yes":
+		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first reads go to the original, and the copy reads the client's cache\n")
+	case "no":
+		fmt.Fprintf(w, "the shared filesystem's client keeps no page cache: a first open waits for the copy, which reads the file once\n")
+	}
 	switch {
 	case st.Policy == "clairvoyant" && st.Predicted == 0 && st.FellBack:
 		fmt.Fprintf(w, "prediction: none (the leader's log says why); the reactive policy runs instead\n")
