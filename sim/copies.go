@@ -385,8 +385,10 @@ func (r *runner) copied(i, b, k int, t float64) {
 // the first tier with room, and the reader then reads the copy: request
 // returns when that read is done, ok true. Else the reader reads the
 // original, from the time returned (ok false): at once when it does not
-// ask (wait_max 0, or the node stopped asking) or when another node owns
-// the file (hvac: that copy comes through the owner, behind the queue);
+// ask (wait_max 0; a client page cache, where augur's leader ends the
+// asking after its first copy, since the copy then rides the reader's
+// pages; or the node stopped asking) or when another node owns the file
+// (hvac: that copy comes through the owner, behind the queue);
 // after the leader's open of the source (a PFS latency) when the file is
 // larger than wait_max (the queue copies it) or when no tier has room for
 // it, after which the node's readers stop asking.
@@ -394,7 +396,7 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
 	wait := r.cfg.Reactive.WaitMax
-	if wait <= 0 || ns.stopped || (r.ownLand != nil && int(fl.peer) != node) {
+	if wait <= 0 || ns.stopped || r.cfg.PFS.ClientCache || (r.ownLand != nil && int(fl.peer) != node) {
 		return c, false
 	}
 	if size > float64(wait) {
