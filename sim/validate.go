@@ -80,6 +80,11 @@ type benchJSON struct {
 					} `json:"pfs"`
 				} `json:"epochs"`
 			} `json:"result"`
+			// The staging budget the run's leader grew to (shim's
+			// growStage), where augur ran it.
+			Stat *struct {
+				StageBudget int64 `json:"stage_budget"`
+			} `json:"augur_stat"`
 		} `json:"runs"`
 	} `json:"scenarios"`
 	Nodes *struct {
@@ -228,9 +233,13 @@ func (b *benchJSON) scenarios() ([]*scenario, error) {
 			name += " direct-io"
 		}
 		sc := &scenario{name: name, about: s.About}
+		var stage int64
 		for _, r := range s.Runs {
 			if _, ok := benchPolicies[r.Config]; !ok || r.Error != "" || r.Result == nil {
 				continue
+			}
+			if r.Stat != nil {
+				stage = max(stage, r.Stat.StageBudget)
 			}
 			m := measured{config: r.Config}
 			for _, e := range r.Result.Epochs {
@@ -252,6 +261,12 @@ func (b *benchJSON) scenarios() ([]*scenario, error) {
 		ram.Capacity, disk.Capacity = s.RAMTier, s.DiskTier
 		sc.cfg.Tiers = []Tier{ram, disk}
 		sc.cfg.Policies = policiesOf(sc.runs)
+		// The leader grows its staging budget to the readers' spread as it
+		// sees it (their windows, wider than prefetch x batch where
+		// workers open out of order); the simulation places with the
+		// budget the measured leader settled on, else with its own
+		// estimate (grownStage).
+		sc.cfg.Prefetch.Stage = stage
 		out = append(out, sc)
 	}
 	if n := b.Nodes; n != nil {
