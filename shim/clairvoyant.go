@@ -585,10 +585,14 @@ func (c *clairvoyant) pumpAll() {
 // workers reads W batches at once and starts each epoch by asking for
 // prefetch_factor x W of them; a cursor's window (twice the furthest its
 // readers were seen apart) is that many files, and the prefetch pointer
-// must stage that far ahead of the earliest one not read. An eighth of
-// the first tier holds that for ordinary loaders on ordinary tiers; 8
-// workers with batches of 256 on a small tier need more, or every
-// epoch's first batches read the originals. Readers never seen apart
+// must stage that far ahead of the earliest one not read. Only the files
+// the placement keeps in no tier are staged: the window's share of them
+// (placer.staged) is what the budget must hold. (Counting the whole
+// window put half of S3's RAM tier into staging, and the placement lost
+// the rest: each later epoch read it from the shared filesystem again.)
+// An eighth of the first tier holds that for ordinary loaders on
+// ordinary tiers; 8 workers with batches of 256 on a small tier need
+// more, or every epoch's first batches read the originals. Readers never seen apart
 // (the window as it started) need nothing more. The budget at least
 // doubles each time, up to half the first tier, so the placement (which
 // the tier's rest holds) is made again only a few times.
@@ -608,13 +612,13 @@ func (c *clairvoyant) growStage() {
 			files += cur.window
 		}
 	}
-	need := int64(files) * (c.sizedBytes / int64(c.sized))
+	need := int64(float64(files) * c.place.staged() * float64(c.sizedBytes/int64(c.sized)))
 	if need <= c.stage {
 		return
 	}
 	stage := min(max(need, 2*c.stage), first/2)
-	c.l.log.Info().Msgf("staging budget %s -> %s: the loaders hold up to %d files in flight",
-		FormatSize(c.stage), FormatSize(stage), files)
+	c.l.log.Info().Msgf("staging budget %s -> %s: the loaders hold up to %d files in flight, %.0f%% of them staged",
+		FormatSize(c.stage), FormatSize(stage), files, 100*c.place.staged())
 	c.caps[0] -= stage - c.stage
 	c.stage = stage
 	setU64(&c.l.seg.s.leader.stage_budget, uint64(stage))

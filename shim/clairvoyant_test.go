@@ -202,10 +202,11 @@ func waitCond(t *testing.T, cond func() bool, state func() string) {
 	}
 }
 
-// The staging budget grows to what a cursor's readers hold in flight (its
-// window, once they were seen apart), at least doubling and at most half
-// the first tier, and the placement keeps to the rest of the tier. A
-// budget the configuration sets is kept.
+// The staging budget grows to what a cursor's readers hold in flight of
+// the files the placement stages (its window, once they were seen apart,
+// times the share of files no tier keeps), at least doubling and at most
+// half the first tier, and the placement keeps to the rest of the tier.
+// A budget the configuration sets is kept.
 func TestStagingGrowsWithTheReadersSpread(t *testing.T) {
 	root := imageFolder(t, 2, 300, 100) // 600 files of 100 bytes
 	for _, configured := range []int64{0, 2000} {
@@ -246,15 +247,20 @@ func TestStagingGrowsWithTheReadersSpread(t *testing.T) {
 		c.mu.Lock()
 		c.growStage()
 		check("readers not seen apart", 2000)
-		c.cursors[0].window = 100 // 10,000 bytes in flight
+		// 10,000 bytes in flight, of which the share no tier keeps (460
+		// of the 600 files while 140 are placed) is staged.
+		c.cursors[0].window = 100
 		c.growStage()
-		want := int64(8000) // half the tier
+		want := int64(100 * 100 * 460 / 600)
 		if configured > 0 {
 			want = configured
 		}
 		check("readers 100 files apart", want)
 		c.cursors[0].window = 40 * minWindow
 		c.growStage()
+		if configured == 0 {
+			want = 8000 // half the tier
+		}
 		check("readers further apart", want)
 		c.mu.Unlock()
 	}

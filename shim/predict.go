@@ -349,6 +349,20 @@ func byFrequency(met []int32, freq []int32) []int32 {
 	return out
 }
 
+// staged is the share of the files read that the placement keeps in no
+// tier, which are staged for each read; 1 until every file read is
+// placed (the share is not known yet: staging may need all of it).
+func (pp *placer) staged() float64 {
+	if len(pp.ranking) == 0 || pp.next < len(pp.ranking) {
+		return 1
+	}
+	kept := 0
+	for _, n := range pp.Files {
+		kept += n
+	}
+	return float64(len(pp.ranking)-kept) / float64(len(pp.ranking))
+}
+
 // advance places the files of the ranking whose sizes are known, up to
 // the first one not stat'ed yet, and reports how many it placed.
 func (pp *placer) advance(sizes []int64) int {

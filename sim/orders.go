@@ -208,11 +208,14 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 // grownStage is the staging budget the leader settles on (shim's
 // growStage, docs/architecture.md "Staging"): the configured one, else an
 // eighth of the first tier grown, when that is less than what the node's
-// loaders hold in flight (ranks x workers x prefetch x batch files, at
-// the dataset's mean size), to that, at least doubled, at most half the
-// first tier. The leader grows it as it sees the loaders' spread, in the
-// first batches; the simulation places with the grown budget from the
-// start.
+// loaders hold in flight of the files no tier keeps (ranks x workers x
+// prefetch x batch files, at the dataset's mean size, times the share of
+// the dataset the tiers less that eighth cannot hold), to that, at least
+// doubled, at most half the first tier. The leader grows it as it sees
+// the loaders' spread, in the first batches; the simulation places with
+// the grown budget from the start. (The share is the whole dataset's: a
+// node of several reads only part of it, and the leader counts the
+// share of what its node reads.)
 func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 	if cfg.Prefetch.Stage > 0 || len(caps) == 0 || len(ds.sizes) == 0 {
 		return cfg.Prefetch.Stage
@@ -220,7 +223,12 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 	first := caps[0]
 	stage := first / 8
 	l := cfg.Loop
-	need := int64(cfg.RanksPerNode*l.Workers*l.Prefetch*l.Batch) * (ds.bytes / int64(len(ds.sizes)))
+	room := -stage
+	for _, c := range caps {
+		room += c
+	}
+	staged := min(1, max(0, 1-float64(room)/float64(ds.bytes)))
+	need := int64(float64(int64(cfg.RanksPerNode*l.Workers*l.Prefetch*l.Batch)*(ds.bytes/int64(len(ds.sizes)))) * staged)
 	if need <= stage {
 		return stage
 	}
