@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-
+	"strconv"
 	"strings"
 
 	"github.com/augur-hpc/augur/sim"
@@ -20,7 +20,17 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "TOML file of the job (defaults: NoPFS's Lassen parameters)")
-	nodes := fs.Int("nodes", 0, "nodes")
+	var nodes []int
+	fs.Func("nodes", "nodes, or several counts (like 16,64,256,1024): each simulated, a panel each in --png", func(s string) error {
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("node count %q: want a positive number", f)
+			}
+			nodes = append(nodes, n)
+		}
+		return nil
+	})
 	ranks := fs.Int("ranks-per-node", 0, "ranks per node")
 	epochs := fs.Int("epochs", 0, "epochs")
 	count := fs.Int("dataset-count", 0, "files in the dataset")
@@ -49,42 +59,63 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	cfg := sim.Lassen()
-	if *config != "" {
-		if err := cfg.ReadFile(*config); err != nil {
+	if len(nodes) == 0 {
+		nodes = []int{0} // the configuration's
+	}
+	var results []*sim.Result
+	var panels []sim.Panel
+	for _, n := range nodes {
+		cfg := sim.Lassen()
+		if *config != "" {
+			if err := cfg.ReadFile(*config); err != nil {
+				fmt.Fprintf(stderr, "augur sim: %v\n", err)
+				return 1
+			}
+		}
+		if err := applyFlags(cfg, n, *ranks, *epochs, *count, *size, *dir, *curve, policies); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 2
+		}
+		res, err := sim.Run(cfg)
+		if err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
 			return 1
 		}
-	}
-	if err := applyFlags(cfg, *nodes, *ranks, *epochs, *count, *size, *dir, *curve, policies); err != nil {
-		fmt.Fprintf(stderr, "augur sim: %v\n", err)
-		return 2
-	}
-	res, err := sim.Run(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "augur sim: %v\n", err)
-		return 1
-	}
-	if *jsonOut != "-" {
-		sim.WriteTable(stdout, res)
+		if *jsonOut != "-" {
+			sim.WriteTable(stdout, res)
+		}
+		results = append(results, res)
+		panels = append(panels, sim.Panel{Title: fmt.Sprintf("%d nodes", cfg.Nodes), Result: res})
 	}
 	if *jsonOut != "" {
-		data, _ := json.MarshalIndent(res, "", "  ")
-		data = append(data, '\n')
-		if *jsonOut == "-" {
-			stdout.Write(data)
-		} else if err := os.WriteFile(*jsonOut, data, 0o644); err != nil {
+		if err := writeSimJSON(*jsonOut, results, stdout); err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
 			return 1
 		}
 	}
 	if *pngOut != "" {
-		if err := sim.Plot(*pngOut, []sim.Panel{{Title: fmt.Sprintf("%d nodes", cfg.Nodes), Result: res}}); err != nil {
+		if err := sim.Plot(*pngOut, panels); err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
 			return 1
 		}
 	}
 	return 0
+}
+
+// writeSimJSON writes the results to name (- for w): one result as an
+// object, several (one per node count) as a list.
+func writeSimJSON(name string, results []*sim.Result, w io.Writer) error {
+	var v any = results
+	if len(results) == 1 {
+		v = results[0]
+	}
+	data, _ := json.MarshalIndent(v, "", "  ")
+	data = append(data, '\n')
+	if name == "-" {
+		_, err := w.Write(data)
+		return err
+	}
+	return os.WriteFile(name, data, 0o644)
 }
 
 // applyFlags sets what the flags give over the configuration.

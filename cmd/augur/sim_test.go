@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,5 +36,25 @@ func TestSimCommand(t *testing.T) {
 	errs.Reset()
 	if rc := runSim([]string{"--policy", "bogus"}, &out, &errs); rc == 0 || !strings.Contains(errs.String(), "bogus") {
 		t.Fatalf("a bogus policy: exit %d, %q", rc, errs.String())
+	}
+	// Several node counts: each simulated, a list in --json, a panel each.
+	out.Reset()
+	png := filepath.Join(t.TempDir(), "sim.png")
+	if rc := runSim([]string{"--nodes", "1,3", "--epochs", "1", "--dataset-count", "200", "--policy", "pfs",
+		"--json", "-", "--png", png}, &out, &errs); rc != 0 {
+		t.Fatalf("--nodes 1,3: exit %d: %s", rc, errs.String())
+	}
+	var list []struct {
+		Nodes int `json:"nodes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &list); err != nil || len(list) != 2 || list[0].Nodes != 1 || list[1].Nodes != 3 {
+		t.Fatalf("--nodes 1,3 --json -: %v, %+v", err, list)
+	}
+	if info, err := os.Stat(png); err != nil || info.Size() == 0 {
+		t.Fatalf("--png: %v", err)
+	}
+	errs.Reset()
+	if rc := runSim([]string{"--nodes", "4,x"}, &out, &errs); rc != 2 || !strings.Contains(errs.String(), `"x"`) {
+		t.Fatalf("--nodes 4,x: exit %d, %q", rc, errs.String())
 	}
 }
