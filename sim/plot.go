@@ -33,11 +33,13 @@ func Plot(name string, panels []Panel) error {
 		p.Y.Label.Text = "time (s)"
 		var busy, stall plotter.Values
 		var names []string
+		top := 0.0
 		for _, pr := range pn.Result.Policies {
 			total, st := pr.Total(), pr.Stall()
 			busy = append(busy, total-st)
 			stall = append(stall, st)
 			names = append(names, pr.Policy)
+			top = max(top, total)
 		}
 		w := vg.Points(14)
 		b, err := plotter.NewBarChart(busy, w)
@@ -55,6 +57,7 @@ func Plot(name string, panels []Panel) error {
 		p.Legend.Add("compute and barrier", b)
 		p.Legend.Add("stall (waiting for data)", s)
 		p.Legend.Top = true
+		p.Y.Min, p.Y.Max = 0, top*1.25 // room above the bars for the legend
 		p.NominalX(names...)
 		p.X.Tick.Label.Rotation = 0.6
 		p.X.Tick.Label.XAlign = draw.XRight
