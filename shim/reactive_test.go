@@ -19,14 +19,7 @@ func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
 	must(t, os.WriteFile(small, make([]byte, 1000), 0o644))
 	must(t, os.WriteFile(big, make([]byte, 5000), 0o644))
-	tier := tiering.Tier{Path: filepath.Join(t.TempDir(), "ram"), Capacity: 4096, Threads: 1}
-	seg := testSegment(t, "unit-reactive-full")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, WaitMax: 1 << 20}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, seg, tier := leadReactive(t, "unit-reactive-full", root, 4096)
 	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
 		t.Fatalf("wait_max %d published, want %d", got, 1<<20)
 	}
@@ -50,6 +43,22 @@ func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 	}
 }
 
+// leadReactive leads a job of this test process under the reactive policy
+// (wait_max 1 MiB) over root, with one tier of capacity bytes, and closes
+// it when the test ends.
+func leadReactive(t *testing.T, job, root string, capacity int64) (*Leader, *Segment, tiering.Tier) {
+	t.Helper()
+	tier := tiering.Tier{Path: filepath.Join(t.TempDir(), "ram"), Capacity: capacity, Threads: 1}
+	seg := testSegment(t, job)
+	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, WaitMax: 1 << 20}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l, seg, tier
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -64,14 +73,7 @@ func TestReactiveStopsAskingWhereTheClientCaches(t *testing.T) {
 	empty, small := filepath.Join(root, "empty"), filepath.Join(root, "small")
 	must(t, os.WriteFile(empty, nil, 0o644))
 	must(t, os.WriteFile(small, make([]byte, 10000), 0o644))
-	tier := tiering.Tier{Path: filepath.Join(t.TempDir(), "ram"), Capacity: 1 << 20, Threads: 1}
-	seg := testSegment(t, "unit-reactive-cache")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, WaitMax: 1 << 20}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, seg, tier := leadReactive(t, "unit-reactive-cache", root, 1<<20)
 	l.request(Event{Kind: EvRequest, Path: empty})
 	if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 1<<20 || st.ClientCache != "" {
 		t.Fatalf("after an empty file: wait_max %d, client cache %q; want %d, not known", got, st.ClientCache, 1<<20)
