@@ -193,7 +193,7 @@ struct augur_config {
  * sees (a write open, a close of a write descriptor, truncate, unlink,
  * rename): a copy whose file's gen moved while it was made is discarded.
  * publishing counts the leader's publications under way of files hashed
- * here (shim/writers.go, writeGuard.Publish): each checks gen, renames
+ * here (shim/writers.go, writeGuard.Commit): each checks gen, renames
  * the copy into place, and checks gen again, removing the copy if it
  * moved. A change waits, after it has dropped the copies, until none is
  * under way (augur_invalidate_abs), so no copy of the old file is in
