@@ -1222,6 +1222,21 @@ static int wait_pending(const char *abs)
 	return 1;
 }
 
+/* worth_asking says whether a file without a copy is large enough to
+ * ask for one (wait_min): one the client's read-ahead fetches in a single
+ * request is read from the original, and the leader copies it behind the
+ * reader. The stat is the lookup the open would make anyway, and its
+ * failure the open's to report. */
+static int worth_asking(struct augur_segment *seg, const char *abs)
+{
+	uint64_t min = __atomic_load_n(&seg->leader.wait_min, __ATOMIC_ACQUIRE);
+	if (!min)
+		return 1;
+	struct stat sb;
+	return REAL(fstatat) && augur_real.fstatat(AT_FDCWD, abs, &sb, 0) == 0 &&
+	       S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > min;
+}
+
 /*
  * request_copy asks the leader for a copy of abs, which has none, and
  * waits until it is published or refused; it reports whether it asked:
@@ -1235,7 +1250,7 @@ static int request_copy(const char *abs)
 {
 	struct augur_segment *seg = st.seg;
 	if (!seg || !__atomic_load_n(&seg->leader.wait_max, __ATOMIC_ACQUIRE) ||
-	    strlen(abs) >= AUGUR_EVENT_PATH)
+	    strlen(abs) >= AUGUR_EVENT_PATH || !worth_asking(seg, abs))
 		return 0;
 	uint64_t h = augur_fnv1a(abs);
 	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];

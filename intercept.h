@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 16
+#define AUGUR_ABI_VERSION 17
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -96,6 +96,11 @@ struct augur_leader {
 				 * the leader for one and waits for it (the
 				 * leader copies files of at most these bytes
 				 * at once); 0: opens never ask */
+	uint64_t wait_min;      /* with wait_max: an open asks only for a file
+				 * of more than these bytes (0: any), which it
+				 * stats first; where the client keeps a page
+				 * cache, the file its read-ahead fetches in
+				 * one request comes no sooner from a copy */
 	uint64_t requested;     /* opens that asked for their copy and waited */
 	uint64_t client_cache;  /* reactive: 0 not known yet; 1 the shared
 				 * filesystem's client keeps a page cache, and

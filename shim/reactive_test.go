@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,24 +66,40 @@ func exists(path string) bool {
 }
 
 // The first copy a reader waits for is read through the client's cache
-// and tells whether the client keeps one; a local filesystem does, so
-// readers stop asking (wait_max 0) and augur stat says why. An empty
-// file tells nothing.
-func TestReactiveStopsAskingWhereTheClientCaches(t *testing.T) {
-	root := t.TempDir()
-	empty, small := filepath.Join(root, "empty"), filepath.Join(root, "small")
-	must(t, os.WriteFile(empty, nil, 0o644))
-	must(t, os.WriteFile(small, make([]byte, 10000), 0o644))
-	l, seg, tier := leadReactive(t, "unit-reactive-cache", root, 1<<20)
-	l.request(Event{Kind: EvRequest, Path: empty})
-	if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 1<<20 || st.ClientCache != "" {
-		t.Fatalf("after an empty file: wait_max %d, client cache %q; want %d, not known", got, st.ClientCache, 1<<20)
-	}
-	l.request(Event{Kind: EvRequest, Path: small})
-	if cp, _ := tiering.CopyPath(tier.Path, small); !exists(cp) {
-		t.Fatal("the requested file was not copied")
-	}
-	if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 0 || st.ClientCache != "yes" {
-		t.Errorf("wait_max %d, client cache %q; want 0, yes", got, st.ClientCache)
+// and tells whether the client keeps one; a local filesystem does. Its
+// readers then ask only for files larger than its read-ahead (wait_min),
+// or, where the kernel tells no read-ahead or one of wait_max or more,
+// stop asking (wait_max 0); augur stat says which. An empty file tells
+// nothing.
+func TestReactiveAsksAboveTheReadAheadWhereTheClientCaches(t *testing.T) {
+	for k, c := range []struct {
+		name             string
+		readAhead        int64
+		waitMax, waitMin uint64
+	}{
+		{"read-ahead 128 KiB", 128 << 10, 1 << 20, 128 << 10},
+		{"no read-ahead told", 0, 0, 0},
+		{"read-ahead of wait_max", 1 << 20, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(f func(uint64) int64) { readAhead = f }(readAhead)
+			readAhead = func(uint64) int64 { return c.readAhead }
+			root := t.TempDir()
+			empty, small := filepath.Join(root, "empty"), filepath.Join(root, "small")
+			must(t, os.WriteFile(empty, nil, 0o644))
+			must(t, os.WriteFile(small, make([]byte, 10000), 0o644))
+			l, seg, tier := leadReactive(t, fmt.Sprintf("unit-reactive-cache-%d", k), root, 1<<20)
+			l.request(Event{Kind: EvRequest, Path: empty})
+			if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != 1<<20 || st.ClientCache != "" || st.WaitMin != 0 {
+				t.Fatalf("after an empty file: wait_max %d, wait_min %d, client cache %q; want %d, 0, not known", got, st.WaitMin, st.ClientCache, 1<<20)
+			}
+			l.request(Event{Kind: EvRequest, Path: small})
+			if cp, _ := tiering.CopyPath(tier.Path, small); !exists(cp) {
+				t.Fatal("the requested file was not copied")
+			}
+			if got, st := u64(&seg.s.leader.wait_max), seg.Stats(); got != c.waitMax || st.WaitMin != c.waitMin || st.ClientCache != "yes" {
+				t.Errorf("wait_max %d, wait_min %d, client cache %q; want %d, %d, yes", got, st.WaitMin, st.ClientCache, c.waitMax, c.waitMin)
+			}
+		})
 	}
 }

@@ -55,6 +55,7 @@ type Stats struct {
 	Waited        uint64        `json:"opens_waited_for_copy"`
 	Requested     uint64        `json:"opens_asked_for_copy"`
 	ClientCache   string        `json:"pfs_client_cache,omitempty"` // reactive: "yes", "no", "" (not known yet)
+	WaitMin       uint64        `json:"wait_min,omitempty"`         // reactive with a client cache: its read-ahead; first opens ask for copies of larger files only
 	Migrated      uint64        `json:"descriptors_moved"`
 	UptimeSeconds float64       `json:"leader_uptime_seconds"`
 	Predicted     uint64        `json:"predicted_files"`
@@ -134,6 +135,7 @@ func (s *Segment) Stats() Stats {
 		Waited:        u64(&l.waited),
 		Requested:     u64(&l.requested),
 		ClientCache:   [...]string{"", "yes", "no"}[min(u64(&l.client_cache), 2)],
+		WaitMin:       u64(&l.wait_min),
 		Migrated:      u64(&c.migrated),
 		Predicted:     u64(&l.predicted),
 		Sized:         u64(&l.sized),

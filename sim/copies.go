@@ -385,9 +385,9 @@ func (r *runner) copied(i, b, k int, t float64) {
 // the first tier with room, and the reader then reads the copy: request
 // returns when that read is done, ok true. Else the reader reads the
 // original, from the time returned (ok false): at once when it does not
-// ask (wait_max 0; a client page cache, where augur's leader ends the
-// asking after its first copy, since the copy then rides the reader's
-// pages; or the node stopped asking) or when another node owns the file
+// ask (wait_max 0; a file a client page cache reads in one request,
+// whose copy rides the reader's pages, withinReadAhead; or the node
+// stopped asking) or when another node owns the file
 // (hvac: that copy comes through the owner, behind the queue);
 // after the leader's open of the source (a PFS latency) when the file is
 // larger than wait_max (the queue copies it) or when no tier has room for
@@ -396,7 +396,7 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
 	wait := r.cfg.Reactive.WaitMax
-	if wait <= 0 || ns.stopped || r.cfg.PFS.ClientCache || (r.ownLand != nil && int(fl.peer) != node) {
+	if wait <= 0 || ns.stopped || r.withinReadAhead(size) || (r.ownLand != nil && int(fl.peer) != node) {
 		return c, false
 	}
 	if size > float64(wait) {
@@ -413,6 +413,16 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	fl.land = land
 	r.owned(node, f, r.j.nodes[node].files[f], land)
 	return r.tierRead(t, land, size), true
+}
+
+// withinReadAhead says whether a client page cache fetches a file of size
+// bytes in one request (shim's wait_min, the client's read-ahead, is here
+// the PFS's request size): its reader reads the original, as fast as the
+// copy would, and the copy rides the reader's pages. A larger file's
+// reader waits for the copy, which reads its requests in parallel.
+func (r *runner) withinReadAhead(size float64) bool {
+	p := &r.cfg.PFS
+	return p.ClientCache && (p.RequestSize <= 0 || size <= float64(p.RequestSize))
 }
 
 // copyOnMiss is the reactive policy's copy of a file a reader read from

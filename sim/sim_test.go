@@ -272,6 +272,32 @@ func TestReactiveReadsEachByteOnce(t *testing.T) {
 	}
 }
 
+// With a client page cache, augur's reactive reader of a file the client
+// reads in one request reads the original, as without augur (its copy
+// rides the reader's pages), and the reader of a larger file waits for
+// the copy and reads that: the first epoch's tier reads say which.
+func TestReactiveWaitsAboveTheClientsRequest(t *testing.T) {
+	for _, req := range []int64{128 << 10, 32 << 10} { // files of 100 kB
+		c := small()
+		c.Nodes, c.Policies = 1, []string{"pfs", "reactive"}
+		c.Tiers[0].Capacity, c.Tiers[1].Capacity = 200*mB, 200*mB
+		c.Dataset.Sigma = 0
+		c.PFS.ClientCache, c.PFS.RequestSize = true, req
+		res := run(t, c)
+		pfs, react := res.Policy("pfs").Epochs[0], res.Policy("reactive").Epochs[0]
+		fromTiers := react.TierBytes[0] + react.TierBytes[1]
+		switch {
+		case req > 100*kB && (fromTiers != 0 || react.Seconds != pfs.Seconds):
+			t.Errorf("files within the request: epoch 1 read %d bytes of tiers in %.3f s, want none in pfs's %.3f s", fromTiers, react.Seconds, pfs.Seconds)
+		case req < 100*kB && fromTiers != datasetBytes(t, c):
+			t.Errorf("files larger than the request: epoch 1 read %d bytes of tiers, want the dataset's %d", fromTiers, datasetBytes(t, c))
+		}
+		if react.PFSBytes != datasetBytes(t, c) {
+			t.Errorf("request %d: epoch 1 read %d bytes of the PFS, want the dataset's %d once", req, react.PFSBytes, datasetBytes(t, c))
+		}
+	}
+}
+
 // datasetBytes is the size of c's dataset.
 func datasetBytes(t *testing.T, c *Config) int64 {
 	t.Helper()

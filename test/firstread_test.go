@@ -10,6 +10,8 @@ import (
 
 	"github.com/augur-hpc/augur/bench/pfsemu"
 	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/tiering"
+	"golang.org/x/sys/unix"
 )
 
 // firstReaders is the script that reads each file once as one kind of
@@ -64,36 +66,53 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 }
 
 // The first copies a reader waits for tell the leader whether the shared
-// filesystem's client keeps a page cache. With one, readers stop waiting
-// (a wait costs the reader the hand-offs and saves the shared filesystem
-// nothing: the copy reads the pages the reader's reads left); without
-// one, every first open waits for its copy. Either way each byte is
-// served once and every file copied.
-func TestReactiveWaitsOnlyWithoutAPageCache(t *testing.T) {
+// filesystem's client keeps a page cache. With one, readers ask for, and
+// wait for, copies only of files larger than its read-ahead (the copy
+// reads those in parallel parts; the client reads a file within it in one
+// request, and the copy reads the pages that read left); without one,
+// every first open waits for its copy. Either way each byte is served
+// once and every file copied.
+func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(map[bool]string{true: "direct-io", false: "page-cache"}[direct], func(t *testing.T) {
 			c := NewCase(t)
-			files := c.RandomFiles("w", 12, 200_000)
 			srv := reactiveOverPFS(t, c, direct)
+			ra := mountReadAhead(t, c)
+			// The large files first: the first copy asked for learns the client.
+			files := append(c.RandomFiles("large", 6, int(3*ra)), c.RandomFiles("small", 6, int(ra/2))...)
 			job := "waits-" + randHex(4)
 			c.Set("AUGUR_JOB=" + job)
 			plain, augur := firstEpoch(t, c, srv, "read", files)
 			st := jobStats(t, c, job)
-			t.Logf("%d bytes with augur, %d without; asked for a copy %d, copies %d, client cache %q",
-				augur, plain, st.Requested, st.Copies, st.ClientCache)
+			t.Logf("read-ahead %d; %d bytes with augur, %d without; asked for a copy %d, copies %d, client cache %q, wait_min %d",
+				ra, augur, plain, st.Requested, st.Copies, st.ClientCache, st.WaitMin)
 			if augur != plain {
 				t.Errorf("the shared filesystem served %d bytes with augur, %d without", augur, plain)
 			}
-			want, asked := "yes", uint64(1)
+			want, asked, min := "yes", uint64(6), uint64(ra)
 			if direct {
-				want, asked = "no", uint64(len(files))
+				want, asked, min = "no", uint64(len(files)), 0
 			}
-			if st.ClientCache != want || st.Requested != asked || st.Copies != uint64(len(files)) {
-				t.Errorf("client cache %q, %d opens asked for a copy, %d copies; want %q, %d, %d",
-					st.ClientCache, st.Requested, st.Copies, want, asked, len(files))
+			if st.ClientCache != want || st.Requested != asked || st.WaitMin != min || st.Copies != uint64(len(files)) {
+				t.Errorf("client cache %q, %d opens asked for a copy, wait_min %d, %d copies; want %q, %d, %d, %d",
+					st.ClientCache, st.Requested, st.WaitMin, st.Copies, want, asked, min, len(files))
 			}
 		})
 	}
+}
+
+// mountReadAhead is the read-ahead window of c's emulated PFS mount.
+func mountReadAhead(t *testing.T, c *Case) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(c.Dir, "pfs"), &st); err != nil {
+		t.Fatal(err)
+	}
+	ra := tiering.ReadAhead(st.Dev)
+	if ra <= 0 {
+		t.Fatalf("the kernel tells no read-ahead for the FUSE mount in %s", c.Dir)
+	}
+	return ra
 }
 
 // firstEpoch reads files (under c.Dataset) through the mount as kind

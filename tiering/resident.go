@@ -2,7 +2,10 @@ package tiering
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,4 +46,22 @@ func Resident(f *os.File, size int64) bool {
 		}
 	}
 	return true
+}
+
+// ReadAhead is the read-ahead window of the filesystem on device dev, in
+// bytes (/sys/class/bdi/MAJ:MIN/read_ahead_kb): what its client fetches
+// ahead of a sequential reader, in one request where the window is not
+// larger than its largest request. 0 where the kernel tells none (the
+// filesystem has no bdi there, or reads ahead on its own, as Lustre's
+// client does).
+func ReadAhead(dev uint64) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return 0
+	}
+	kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || kb < 0 {
+		return 0
+	}
+	return kb << 10
 }

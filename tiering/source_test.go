@@ -2,12 +2,14 @@ package tiering
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/augur-hpc/augur/bench/pfsemu"
+	"golang.org/x/sys/unix"
 )
 
 // overPFS serves a new directory holding one file of size bytes through
@@ -159,5 +161,28 @@ func TestResidentSaysWhetherTheClientCaches(t *testing.T) {
 	defer f.Close()
 	if Resident(f, int64(len(data))) || Resident(f, 0) {
 		t.Error("Resident said yes of bytes never read")
+	}
+}
+
+// ReadAhead is the window the kernel keeps for a filesystem's client, as
+// its knob sets it: a FUSE mount's, set to 256 KiB and to 64 KiB. A device
+// the kernel keeps no window for has none.
+func TestReadAheadOfTheClient(t *testing.T) {
+	path, _, _ := overPFS(t, 1000, "", func(o *pfsemu.Options) { o.DirectIO = false })
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	knob := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	for _, kb := range []int64{256, 64} {
+		if err := os.WriteFile(knob, []byte(fmt.Sprint(kb)), 0o644); err != nil {
+			t.Fatalf("setting the mount's read-ahead: %v", err)
+		}
+		if got := ReadAhead(st.Dev); got != kb<<10 {
+			t.Errorf("read_ahead_kb %d: ReadAhead %d, want %d", kb, got, kb<<10)
+		}
+	}
+	if got := ReadAhead(unix.Mkdev(4095, 1<<20-1)); got != 0 {
+		t.Errorf("a device without a bdi: ReadAhead %d, want 0", got)
 	}
 }

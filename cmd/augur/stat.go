@@ -87,6 +87,10 @@ func printStats(w io.Writer, st shim.Stats) {
 		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Migrated)
 	switch st.ClientCache {
 	case "yes":
+		if st.WaitMin > 0 {
+			fmt.Fprintf(w, "the shared filesystem's client keeps a page cache, with a read-ahead of %s: a first open of a file within it reads the original, and the copy reads the client's cache; a larger file's first open waits for its copy, read in parallel parts\n", shim.FormatSize(int64(st.WaitMin)))
+			break
+		}
 		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first reads go to the original, and the copy reads the client's cache\n")
 	case "no":
 		fmt.Fprintf(w, "the shared filesystem's client keeps no page cache: a first open waits for the copy, which reads the file once\n")
