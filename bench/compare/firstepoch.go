@@ -110,6 +110,53 @@ func (e *env) firstEpochRounds(srv *pfsemu.Server, ds *dlbench.Dataset, mnt, ram
 	return nil
 }
 
+// The other side of the reactive policy's rule for a client that keeps a
+// page cache (wait_min, the client's read-ahead: 128 KiB on this FUSE
+// mount): R1's reader over files of twice the read-ahead, which wait for
+// their copy, where R1's 128 KiB files are read from the original.
+const (
+	r1MinFiles = 160
+	r1MinSize  = 256 << 10
+)
+
+func (e *env) runWaitMinSide(prog *dlbench.ProgressLine) ([]*firstEpochResult, error) {
+	fmt.Printf("\n== R1, wait_min's other side: %d files of %d KiB, 1 reader, client page cache, %d interleaved rounds\n", r1MinFiles, r1MinSize>>10, r1Rounds)
+	ds, _, mnt, err := prepare(filepath.Join(e.work, "R1-256KiB"), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+		Count: r1MinFiles, Size: r1MinSize, Classes: 1, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	ram, err := benchRAM("R1-256KiB")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(ram))
+	srv, err := pfsemu.Mount(pfsemu.DefaultOptions(ds.Root, mnt))
+	if err != nil {
+		return nil, fmt.Errorf("mounting the emulated PFS: %w", err)
+	}
+	var out []*firstEpochResult
+	for _, mode := range []string{dlbench.ReadWhole, dlbench.ReadPread, dlbench.ReadMmap} {
+		res := newFirstEpochResult(ds, r1MinSize, false, mode)
+		if err = e.firstEpochRounds(srv, ds, mnt, ram, res, prog); err != nil {
+			break
+		}
+		printWaitMinSide(os.Stdout, res)
+		out = append(out, res)
+	}
+	if uerr := srv.Unmount(); err == nil {
+		err = uerr
+	}
+	return out, err
+}
+
+// printWaitMinSide prints R1 over files larger than the read-ahead.
+func printWaitMinSide(w io.Writer, r *firstEpochResult) {
+	fmt.Fprintf(w, "\nR1 wait_min side: %d files of %d KiB, %s reads, PFS with page cache (dropped between epochs): medians of %d interleaved rounds\n",
+		r.Files, r.FileSize>>10, r.ReadMode, len(r.Seconds["pfs"]))
+	printR1Table(w, r, "PFS bytes / dataset by epoch", "%.3f", float64(r.Dataset))
+}
+
 // The two sides of the reactive policy's rule (wait_max, 8 MiB by
 // default): the first open of a file of at most wait_max bytes waits for
 // its copy, a larger one reads the original at once while the queue

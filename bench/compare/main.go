@@ -161,6 +161,11 @@ type scenarioResult struct {
 	// WithStartup are runs of the same job after a start-up.
 	WithStartup []*run  `json:"with_startup,omitempty"`
 	Seconds     float64 `json:"seconds"`
+	// FirstEpochs are epoch 1 alone of no augur (pfs) and augur's
+	// reactive policy, run interleaved for firstRounds rounds: seconds
+	// and PFS bytes by config and round.
+	FirstEpochs      map[string][]float64 `json:"first_epoch_rounds,omitempty"`
+	FirstEpochsBytes map[string][]int64   `json:"first_epoch_rounds_pfs_bytes,omitempty"`
 	// PFSRate is what the emulated PFS delivers to many parallel readers
 	// (bytes/s): its practical bandwidth, for the epoch-1 bound.
 	PFSRate float64 `json:"pfs_deliverable_bytes_per_second"`
@@ -178,6 +183,9 @@ type report struct {
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	// FirstEpoch is R1, per PFS mode and read mode.
 	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
+	// WaitMinSide is R1 over files larger than the client's read-ahead,
+	// with a page cache, per read mode.
+	WaitMinSide []*firstEpochResult `json:"wait_min_side,omitempty"`
 	// WaitMaxSides is R1's reader of headers over files under and over
 	// wait_max.
 	WaitMaxSides []*firstEpochResult `json:"wait_max_sides,omitempty"`
@@ -286,6 +294,9 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 			return err
 		}
 		rep.FirstEpoch = fr
+		if rep.WaitMinSide, err = e.runWaitMinSide(prog); err != nil {
+			return err
+		}
 		if rep.WaitMaxSides, err = e.runWaitMaxSides(prog); err != nil {
 			return err
 		}
@@ -339,6 +350,9 @@ func writeTables(name string, rep *report) error {
 	}
 	for _, fr := range rep.FirstEpoch {
 		printFirstEpoch(&b, fr)
+	}
+	for _, fr := range rep.WaitMinSide {
+		printWaitMinSide(&b, fr)
 	}
 	for _, fr := range rep.WaitMaxSides {
 		printWaitMaxSide(&b, fr)
