@@ -47,14 +47,8 @@ type firstEpochResult struct {
 var r1Configs = []string{"pfs", "reactive"}
 
 func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, error) {
-	dir := filepath.Join(e.work, "R1")
 	fmt.Printf("\n== R1: the reactive policy's first epoch (%d files of %d KiB, 1 reader, %d interleaved rounds)\n", r1Files, r1Size>>10, r1Rounds)
-	ds, _, mnt, err := prepare(dir, dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
-		Count: r1Files, Size: r1Size, Classes: 1, Seed: 1})
-	if err != nil {
-		return nil, err
-	}
-	ram, err := benchRAM("R1")
+	ds, mnt, ram, err := e.r1Dataset("R1", r1Files, r1Size)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +75,18 @@ func (e *env) runFirstEpoch(prog *dlbench.ProgressLine) ([]*firstEpochResult, er
 		}
 	}
 	return out, nil
+}
+
+// r1Dataset prepares R1's dataset name (count files of size bytes, under
+// the work directory), its mount point and its RAM tier's path, whose
+// parent the caller removes.
+func (e *env) r1Dataset(name string, count int, size int64) (ds *dlbench.Dataset, mnt, ram string, err error) {
+	if ds, _, mnt, err = prepare(filepath.Join(e.work, name), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
+		Count: count, Size: size, Classes: 1, Seed: 1}); err != nil {
+		return nil, "", "", err
+	}
+	ram, err = benchRAM(name)
+	return ds, mnt, ram, err
 }
 
 func newFirstEpochResult(ds *dlbench.Dataset, size int64, direct bool, mode string) *firstEpochResult {
@@ -121,12 +127,7 @@ const (
 
 func (e *env) runWaitMinSide(prog *dlbench.ProgressLine) ([]*firstEpochResult, error) {
 	fmt.Printf("\n== R1, wait_min's other side: %d files of %d KiB, 1 reader, client page cache, %d interleaved rounds\n", r1MinFiles, r1MinSize>>10, r1Rounds)
-	ds, _, mnt, err := prepare(filepath.Join(e.work, "R1-256KiB"), dlbench.GenSpec{Layout: dlbench.LayoutImageFolder,
-		Count: r1MinFiles, Size: r1MinSize, Classes: 1, Seed: 1})
-	if err != nil {
-		return nil, err
-	}
-	ram, err := benchRAM("R1-256KiB")
+	ds, mnt, ram, err := e.r1Dataset("R1-256KiB", r1MinFiles, r1MinSize)
 	if err != nil {
 		return nil, err
 	}
