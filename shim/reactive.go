@@ -272,8 +272,8 @@ func (r *reactive) learnClient(src *tiering.Source) {
 	if found != clientCaches {
 		return
 	}
-	ra := readAhead(src.Stat.Dev)
-	if ra <= 0 || r.tooLarge(ra+1) {
+	ra, max := readAhead(src.Stat.Dev), r.l.cfg.WaitMax
+	if ra <= 0 || (max > 0 && ra >= max) { // no file would be worth the wait
 		setU64(&r.l.seg.s.leader.wait_max, 0)
 		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original, and each copy reads the pages those reads left (the file is still read once)")
 		return

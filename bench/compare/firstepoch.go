@@ -298,11 +298,15 @@ func medianAt[T int64 | float64](rounds [][]T, ep int) float64 {
 	return median(v)
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
+// median is the median of v, 0 for none.
+func median[T int64 | float64](in []T) float64 {
+	if len(in) == 0 {
 		return 0
 	}
-	v = slices.Clone(v)
+	v := make([]float64, len(in))
+	for i, x := range in {
+		v[i] = float64(x)
+	}
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]

@@ -137,15 +137,8 @@ func printFirstEpochs(w io.Writer, sr *scenarioResult) {
 		return
 	}
 	pb, rb := sr.FirstEpochsBytes["pfs"], sr.FirstEpochsBytes["augur-reactive"]
-	toF := func(v []int64) []float64 {
-		f := make([]float64, len(v))
-		for i, x := range v {
-			f[i] = float64(x)
-		}
-		return f
-	}
 	fmt.Fprintf(w, "epoch 1 alone, medians of %d interleaved rounds: pfs %.3fs, augur-reactive %.3fs: %.3fx; PFS bytes %.2fx\n",
-		len(p), median(p), median(r), median(r)/median(p), median(toF(rb))/median(toF(pb)))
+		len(p), median(p), median(r), median(r)/median(p), median(rb)/median(pb))
 }
 
 // printBound prints each configuration's first epoch against the lower
