@@ -314,6 +314,12 @@ func (c *clairvoyant) replan() {
 		}
 		return seqs
 	})
+	c.place.keep(func(f int32) int {
+		if _, staged := c.staged[seed.FileID(f)]; staged {
+			return -1 // staged copies are dropped once read
+		}
+		return int(c.where[f])
+	}, len(caps))
 	if c.hold != nil {
 		c.place.prefer(c.mine)
 	}

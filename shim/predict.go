@@ -296,6 +296,46 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 	return pp
 }
 
+// keep ranks, among files read equally often, those a tier already holds
+// first, the fastest tier's first, before anything is placed: a plan made
+// again (a grown staging budget, a stream learned) keeps the copies the
+// last one made. Among equals the ranking is otherwise arbitrary (order
+// of first access from the epoch the plan is made in), and a plan made
+// in epoch 2 of a job whose node reads every file once an epoch chose
+// other files than epoch 1's: S3's leader dropped hundreds of copies and
+// read them again (92 MB in epoch 2 where 55 MB are staged). tier(f) is
+// the tier holding f, or -1; tiers is how many there are. Stable.
+func (pp *placer) keep(tier func(f int32) int, tiers int) {
+	var most int32
+	for _, f := range pp.ranking {
+		most = max(most, pp.Freq[f])
+	}
+	key := func(f int32) int {
+		t := tier(f)
+		if t < 0 || t >= tiers {
+			t = tiers
+		}
+		return int(most-pp.Freq[f])*(tiers+1) + t
+	}
+	start := make([]int, int(most+1)*(tiers+1)+1)
+	for _, f := range pp.ranking {
+		start[key(f)+1]++
+	}
+	for k := 1; k < len(start); k++ {
+		start[k] += start[k-1]
+	}
+	out := make([]int32, len(pp.ranking))
+	for _, f := range pp.ranking {
+		k := &start[key(f)]
+		out[*k] = f
+		*k++
+	}
+	pp.ranking = out
+	for k, f := range out {
+		pp.pos[f] = int32(k)
+	}
+}
+
 // prefer puts the files first says at the front of the ranking before
 // anything is placed: a node of a job of several places the files it
 // holds for the job (holders.go) before any other, so that the nodes'

@@ -164,6 +164,40 @@ func TestPreferKeepsWhatTheNodeHoldsForOthers(t *testing.T) {
 	}
 }
 
+// A plan made again keeps, among files read equally often, the copies
+// the tiers hold: the fastest tier's first, then the next's, then the
+// rest in order of first access; a file read more often still goes
+// first. Placing then leaves the held files where they are.
+func TestKeepRanksHeldCopiesFirstAmongEquals(t *testing.T) {
+	pp := newPlacer(7, []int64{30, 20}, 2, func(e int) []readSeq {
+		if e == 0 {
+			return []readSeq{{order: listOrder{0, 1, 2, 3, 4, 5, 6}}}
+		}
+		return []readSeq{{order: listOrder{6}}} // 6 is read twice
+	})
+	where := map[int32]int{4: 0, 5: 0, 2: 1, 3: 1} // the copies an earlier plan made
+	pp.keep(func(f int32) int {
+		if t, ok := where[f]; ok {
+			return t
+		}
+		return -1
+	}, 2)
+	if want := []int32{6, 4, 5, 2, 3, 0, 1}; !slices.Equal(pp.ranking, want) {
+		t.Fatalf("ranking %v; want %v", pp.ranking, want)
+	}
+	for k, f := range pp.ranking {
+		if pp.pos[f] != int32(k) {
+			t.Fatalf("pos[%d] = %d; want %d", f, pp.pos[f], k)
+		}
+	}
+	pp.advance([]int64{10, 10, 10, 10, 10, 10, 10})
+	for f, want := range []int8{-1, -1, 1, 1, 0, 0, 0} {
+		if pp.Tier[f] != want {
+			t.Errorf("file %d in tier %d; want %d (placement %v)", f, pp.Tier[f], want, pp.Tier)
+		}
+	}
+}
+
 // listOrder is an order given as its list of indices.
 type listOrder []int
 
