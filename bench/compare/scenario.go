@@ -312,7 +312,9 @@ func firstLineOf(s string) string {
 // there ("transport endpoint is not connected"). dir is in our work
 // directory: no one else's mount.
 func mountPoint(dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+	// A mount left by a bench that was killed: its daemon gone
+	// (ENOTCONN) or its connection aborted (ECONNABORTED).
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
 		unix.Unmount(dir, unix.MNT_DETACH)
 	}
 	return os.MkdirAll(dir, 0o755)
