@@ -297,14 +297,10 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 }
 
 // keep ranks, among files read equally often, those a tier already holds
-// first, the fastest tier's first, before anything is placed: a plan made
-// again (a grown staging budget, a stream learned) keeps the copies the
-// last one made. Among equals the ranking is otherwise arbitrary (order
-// of first access from the epoch the plan is made in), and a plan made
-// in epoch 2 of a job whose node reads every file once an epoch chose
-// other files than epoch 1's: S3's leader dropped hundreds of copies and
-// read them again (92 MB in epoch 2 where 55 MB are staged). tier(f) is
-// the tier holding f, or -1; tiers is how many there are. Stable.
+// first, the fastest tier's first, before anything is placed, so that a
+// plan made again for tiers of another room keeps the copies the last
+// one made (clairvoyant.resize). tier(f) is the tier holding f, or -1;
+// tiers is how many there are. Stable.
 func (pp *placer) keep(tier func(f int32) int, tiers int) {
 	var most int32
 	for _, f := range pp.ranking {
