@@ -503,10 +503,17 @@ func TestPeersSlowPeerLosesToTheSharedFilesystem(t *testing.T) {
 			}
 		}
 		t.Logf("node %d: from the slow node 1 %d files, from the other node %d; model %+v", i, slow.files, fast.files, st.Peers.Model)
-		if fast.files < 50 || slow.files*4 > fast.files {
-			t.Errorf("node %d took %d files from the slow node 1 and %d from the other: want the slow one to lose (a quarter at most) and the other to serve at least 50",
+		// Until the slow node's first answers return, the model still
+		// believes its prior: how many files go to it meanwhile is how
+		// many the loader asks for in 150 ms, a matter of the machine's
+		// speed (42-60 here, 81-89 on a loaded one, against 280-291 from
+		// the other). What it learns must leave it fewer than half; a
+		// model that did not learn would split them about evenly.
+		if fast.files < 50 || slow.files*2 > fast.files {
+			t.Errorf("node %d took %d files from the slow node 1 and %d from the other: want the slow one to lose (at most half) and the other to serve at least 50",
 				i, slow.files, fast.files)
 		}
+
 	}
 }
 
