@@ -166,7 +166,15 @@ static void atfork_child(void)
 	for (int fd = 0; fd < fd_hwm; fd++)
 		if (fdtab[fd].kind == FD_FILE)
 			fdtab[fd].bytes = 0;
+	augur_tee_after_fork(fd_hwm);
 	augur_write_after_fork(parent, fd_hwm);
+}
+
+static void atfork_prepare(void)
+{
+	AUGUR_ERRNO_SAVE;
+	augur_tee_before_fork(__atomic_load_n(&fd_hwm, __ATOMIC_RELAXED));
+	AUGUR_ERRNO_RESTORE;
 }
 
 AUGUR_HIDDEN pid_t augur_self_pid(void) { return __atomic_load_n(&self_pid, __ATOMIC_RELAXED); }
@@ -259,6 +267,13 @@ static int job_dir(void)
 		return -1;
 	}
 	return fd;
+}
+
+AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap)
+{
+	int k = snprintf(out, cap, "/dev/shm/augur.%u.%s/" AUGUR_TEE_DIR "/%d.%llu", (unsigned)st.euid, st.job,
+			 (int)pid, (unsigned long long)n);
+	return k > 0 && (size_t)k < cap ? 0 : -1;
 }
 
 static int job_file(int dir, const char *name, int flags)
@@ -379,7 +394,7 @@ __attribute__((constructor(101))) static void augur_ctor(void)
 		if (!attach_leader())
 			load_control_plane();
 	}
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	augur_guard--;
 }
 
@@ -855,6 +870,11 @@ static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
  * counts it: the leader is behind, and training must not wait for it. */
 static int emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs)
 {
+	return augur_emit(kind, tier, fd, bytes, abs, 0);
+}
+
+AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags)
+{
 	struct augur_segment *seg = st.seg;
 	if (!seg)
 		return 0;
@@ -879,7 +899,7 @@ static int emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs
 	ranks_of(ev->pid, &ev->rank, &ev->local);
 	ev->origin = (int32_t)st.pid; /* st.pid is set at load: a forked child keeps its parent's */
 	ev->fd = fd;
-	ev->flags = len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0;
+	ev->flags = flags | (len >= AUGUR_EVENT_PATH ? AUGUR_EVF_TRUNCATED : 0);
 	if (len >= AUGUR_EVENT_PATH)
 		len = AUGUR_EVENT_PATH - 1;
 	ev->pathlen = (uint16_t)len;
@@ -909,6 +929,8 @@ static void fd_track_file(int fd, int tier, const char *abs)
 			__atomic_fetch_add(&st.seg->counters.untracked, 1, __ATOMIC_RELAXED);
 		return;
 	}
+	if (fdtab[fd].kind == FD_FILE && fdtab[fd].slot)
+		augur_tee_closed(fd); /* closed unseen (a raw system call) */
 	free(__atomic_exchange_n(&fdpath[fd], tier < 0 && abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
 	fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = publish_gen()};
 	augur_fd_seen(fd);
@@ -973,6 +995,8 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 {
 	if (fd < 0 || fd >= FD_MAX || fdtab[fd].kind == FD_NONE)
 		return;
+	if (fdtab[fd].kind == FD_FILE && fdtab[fd].slot && !augur_vforked())
+		augur_tee_closed(fd);
 	struct fd_entry e = fdtab[fd];
 	if (e.kind == FD_WRITE) {
 		if (augur_vforked())
@@ -1012,12 +1036,15 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	if (newfd < 0 || newfd >= FD_MAX || oldfd < 0 || oldfd >= FD_MAX)
 		return;
 	struct fd_entry e = fdtab[oldfd];
-	if (e.kind == FD_FILE)
+	if (e.kind == FD_FILE) {
 		fd_track_file(newfd, e.tier, __atomic_load_n(&fdpath[oldfd], __ATOMIC_ACQUIRE));
-	else if (e.kind == FD_WRITE && !augur_vforked())
+		if (e.slot && !augur_vforked())
+			fdtab[newfd].slot = (uint16_t)augur_tee_dup(oldfd, newfd);
+	} else if (e.kind == FD_WRITE && !augur_vforked()) {
 		augur_write_dup(oldfd, newfd);
-	else if (e.kind == FD_DIR)
+	} else if (e.kind == FD_DIR) {
 		fd_track_dir(newfd, dirs[e.slot].path);
+	}
 }
 
 /* augur_fd_before_read lets a descriptor of an original move to a copy
@@ -1351,16 +1378,19 @@ static int held(const char *abs)
 }
 
 /* opened records a read-only open of a dataset file served from tier
- * (-1: the original): descriptor table, counters, event. */
-static void opened(int fd, int tier, const char *abs)
+ * (-1: the original), which tees if tee (augur_tee_begin's): descriptor
+ * table, counters, event. */
+static void opened(int fd, int tier, const char *abs, int tee)
 {
 	fd_track_file(fd, tier, abs);
+	if (fd < FD_MAX)
+		fdtab[fd].slot = (uint16_t)tee;
 	if (!st.seg)
 		return;
 	struct augur_counters *c = &st.seg->counters;
 	__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1, __ATOMIC_RELAXED);
-	emit(AUGUR_EV_OPEN, tier, fd, 0, abs);
+	augur_emit(AUGUR_EV_OPEN, tier, fd, 0, abs, tee ? AUGUR_EVF_TEE : 0);
 }
 
 AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
@@ -1414,7 +1444,10 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 			fd = real_openat(dirfd, path, flags, mode);
 		if (fd >= 0) {
 			AUGUR_ERRNO_SAVE;
-			opened(fd, tier, abs);
+			/* No copy, none made for this reader: its reads may
+			 * make it (intercept_tee.c). */
+			int tee = serve && tier < 0 ? augur_tee_begin(fd, abs) : 0;
+			opened(fd, tier, abs, tee);
 			AUGUR_ERRNO_RESTORE;
 		}
 	}
@@ -1465,7 +1498,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		opened(fd, tier, abs);
+		opened(fd, tier, abs, 0);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 17
+#define AUGUR_ABI_VERSION 18
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
@@ -35,11 +35,18 @@ enum {
 	AUGUR_EV_INVALIDATE = 3, /* a dataset file was opened for writing */
 	AUGUR_EV_REQUEST = 4,    /* an open found no copy and waits while the
 				  * leader makes one (struct augur_pending) */
+	AUGUR_EV_TEED = 5,       /* a reader's tee holds the whole file: pid and
+				  * bytes (the tee's number) name it (struct
+				  * augur_tee_header) */
+	AUGUR_EV_UNTEED = 6,     /* a reader abandoned its tee: the file is one
+				  * read from its original, with no copy coming */
 };
 
 /* Event flags. */
 enum {
 	AUGUR_EVF_TRUNCATED = 1, /* path did not fit: the file is not known */
+	AUGUR_EVF_TEE = 2,       /* OPEN: the reader tees the file; a TEED or
+				  * UNTEED event follows */
 };
 
 /*
@@ -102,6 +109,14 @@ struct augur_leader {
 				 * cache, the file its read-ahead fetches in
 				 * one request comes no sooner from a copy */
 	uint64_t requested;     /* opens that asked for their copy and waited */
+	uint64_t tee_max;       /* an open that finds no copy of a file of at
+				 * most these bytes, and does not wait for
+				 * one, tees its reads into the copy (struct
+				 * augur_tee_header); 0: none does */
+	uint64_t teed;          /* tees that held the whole file */
+	uint64_t untee;         /* tees abandoned: the reader stopped short,
+				 * read out of order or through a call that
+				 * does not tee */
 	uint64_t client_cache;  /* reactive: 0 not known yet; 1 the shared
 				 * filesystem's client keeps a page cache, and
 				 * opens stop asking (wait_max 0); 2 it does not */
@@ -157,20 +172,47 @@ struct augur_leader {
  * compare-and-swap from NONE), writes the hash, sets REQUESTED and sends
  * an AUGUR_EV_REQUEST event; the leader answers COPYING (then NONE when
  * the copy is published or abandoned) or NONE (no copy: the reader reads
- * the original). Every change away from REQUESTED or COPYING is followed
- * by a futex wake of state: readers sleep on it. Otherwise only the
- * leader writes; a collision just loses the hint.
+ * the original). A reader that tees the file (struct augur_tee_header)
+ * claims the slot the same way and holds it TEEING, with its pid, until
+ * it hands the tee to the leader (COPYING) or abandons it (NONE); the
+ * leader frees the slot of a teeing process that died. Every change away
+ * from REQUESTED or COPYING is followed by a futex wake of state: readers
+ * sleep on it. A collision just loses the hint.
  */
 enum {
 	AUGUR_PENDING_NONE = 0,
 	AUGUR_PENDING_COPYING = 1,
 	AUGUR_PENDING_REQUESTED = 2,
 	AUGUR_PENDING_CLAIMED = 3,
+	AUGUR_PENDING_TEEING = 4,
 };
 struct augur_pending {
 	uint64_t hash;
 	uint32_t state;
-	uint32_t pad;
+	int32_t pid; /* TEEING: the reader's process */
+};
+
+/*
+ * A first read's copy (intercept_tee.c, shim/tee.go). A reader that found
+ * no copy of a file of at most tee_max bytes, and did not wait for one,
+ * writes what its reads of the original return into
+ * <job directory>/tee/<pid>.<n>: this header at offset 0, the file's
+ * bytes from AUGUR_TEE_DATA (so that a mapping of them keeps its page
+ * alignment). Once it has read every byte in order it sends
+ * AUGUR_EV_TEED, and the leader publishes the bytes as the copy if the
+ * file did not change since the reader's open (gen, size, mtime).
+ */
+#define AUGUR_TEE_DIR "tee"
+#define AUGUR_TEE_DATA 65536
+#define AUGUR_TEE_MAGIC 0x3165655472756761ull /* "augurTe1" */
+struct augur_tee_header {
+	uint64_t magic;
+	uint64_t dev, ino; /* the original, as the reader's descriptor saw it at open */
+	uint64_t size;
+	int64_t atime_sec, atime_nsec;
+	int64_t mtime_sec, mtime_nsec;
+	uint32_t mode;
+	uint32_t gen; /* the file's change generation (struct augur_hold) at open */
 };
 
 /*

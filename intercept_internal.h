@@ -158,7 +158,8 @@ enum { FD_NONE = 0, FD_FILE = 1, FD_DIR = 2, FD_WRITE = 3 };
 struct fd_entry {
 	uint8_t kind;
 	int8_t tier;
-	uint16_t slot; /* FD_DIR: its path in dirs[]; FD_WRITE: its registration */
+	uint16_t slot; /* FD_DIR: its path in dirs[]; FD_WRITE: its registration;
+			* FD_FILE: its tee + 1 (intercept_tee.c), 0: none */
 	uint32_t gen;  /* publish_gen when a copy was last looked for */
 	union {
 		uint64_t bytes; /* FD_FILE: bytes read through it */
@@ -211,6 +212,25 @@ AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
 AUGUR_HIDDEN void augur_write_adopt(void);
 AUGUR_HIDDEN int augur_write_held(const char *abs);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
+/* augur_emit appends an event to the ring (flags: AUGUR_EVF_*); 0 if it
+ * was dropped (no segment, or the ring is full). */
+AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags);
+
+/* augur_tee_path writes the path of tee n of process pid (struct
+ * augur_tee_header) to out; -1 if it does not fit. */
+AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap);
+
+/* intercept_tee.c: a first read that makes the copy. */
+AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);
+AUGUR_HIDDEN uint64_t augur_tee_enter(int fd);
+AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struct iovec *iov, int cnt, ssize_t n);
+AUGUR_HIDDEN void augur_tee_stop(int fd);
+AUGUR_HIDDEN void augur_tee_closed(int fd);
+AUGUR_HIDDEN int augur_tee_dup(int oldfd, int newfd);
+AUGUR_HIDDEN int augur_tee_map(int fd);
+AUGUR_HIDDEN void augur_tee_before_fork(int hwm);
+AUGUR_HIDDEN void augur_tee_after_fork(int hwm);
+
 /* augur_hold is the writes table's entry of the files hashed as abs
  * (struct augur_hold), or NULL without a segment. */
 AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs);

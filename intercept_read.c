@@ -1,9 +1,11 @@
 /*
  * intercept_read.c — reads, mappings and descriptor lifetime. The choice
  * between a tier copy and the original is made once, at open; these
- * wrappers only keep the descriptor table right (dup, close) and count the
- * bytes each descriptor delivers. They never enter Go and never wait, so
- * they are safe in forked children and before the Go runtime is ready.
+ * wrappers keep the descriptor table right (dup, close), count the bytes
+ * each descriptor delivers, and hand a teeing descriptor's bytes to its
+ * tee (intercept_tee.c). They never enter Go and never wait on another
+ * process, so they are safe in forked children and before the Go runtime
+ * is ready.
  */
 #include "intercept_internal.h"
 
@@ -14,52 +16,71 @@
 #define CALL_OR_ENOSYS(fn, ...)                                        \
 	(REAL(fn) ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
 
-/* The read family: the real call, then the byte count of a tracked fd. */
-#define READ_WRAPPER(ret, fn, fd, ...)                   \
-	{                                                      \
-		if (!augur_fd_tracked(fd))                     \
-			return CALL_OR_ENOSYS(fn, __VA_ARGS__); \
-		augur_fd_before_read(fd);                      \
-		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__);       \
-		augur_fd_account(fd, (ssize_t)n);              \
-		return n;                                      \
+/* The read family: the real call, then the byte count of a tracked fd,
+ * and its bytes to the tee of one that tees (intercept_tee.c): TEE says
+ * where they are, from the call's own arguments and its result n. */
+#define READ_WRAPPER(ret, fn, TEE, fd, ...)                        \
+	{                                                          \
+		if (!augur_fd_tracked(fd))                         \
+			return CALL_OR_ENOSYS(fn, __VA_ARGS__);     \
+		augur_fd_before_read(fd);                          \
+		uint64_t tee_ = augur_tee_enter(fd);               \
+		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__);           \
+		augur_fd_account(fd, (ssize_t)n);                  \
+		if (tee_)                                          \
+			TEE;                                       \
+		return n;                                          \
 	}
 
+/* A read into one buffer at off (-1: the descriptor's offset). */
+#define TEE_BUF(off) tee_buf(fd, tee_, (off), buf, n)
+/* A read into iov at off. */
+#define TEE_IOV(off) augur_tee_leave(fd, tee_, (off), iov, cnt, n)
+/* A read the tee cannot follow. */
+#define TEE_STOP (augur_tee_leave(in, tee_, -1, NULL, 0, 0), augur_tee_stop(in))
+
+static void tee_buf(int fd, uint64_t token, off_t off, void *buf, ssize_t n)
+{
+	struct iovec v = {buf, n > 0 ? (size_t)n : 0};
+	augur_tee_leave(fd, token, off, &v, 1, n);
+}
+
 AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)
-	READ_WRAPPER(ssize_t, read, fd, fd, buf, count)
+	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), fd, fd, buf, count)
 
 AUGUR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
-	READ_WRAPPER(ssize_t, read_chk, fd, fd, buf, count, buflen)
+	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), fd, fd, buf, count, buflen)
 
 AUGUR_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
-	READ_WRAPPER(ssize_t, pread, fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
-	READ_WRAPPER(ssize_t, pread64, fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
-	READ_WRAPPER(ssize_t, pread64_chk, fd, fd, buf, count, off, buflen)
+	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), fd, fd, buf, count, off, buflen)
 
 AUGUR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
-	READ_WRAPPER(ssize_t, readv, fd, fd, iov, cnt)
+	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), fd, fd, iov, cnt)
 
 AUGUR_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-	READ_WRAPPER(ssize_t, preadv, fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), fd, fd, iov, cnt, off)
 
 AUGUR_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
-	READ_WRAPPER(ssize_t, preadv64, fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), fd, fd, iov, cnt, off)
 
+/* preadv2's offset -1 is the descriptor's, as the tee's -1 is. */
 AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv2, fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), fd, fd, iov, cnt, off, flags)
 
 AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv64v2, fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), fd, fd, iov, cnt, off, flags)
 
 AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, in, out, in, off, count)
 
 AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile64, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, in, out, in, off, count)
 
 /*
  * copy_file_range fails with EXDEV between filesystems. A descriptor served
@@ -95,10 +116,16 @@ AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *o
 				     size_t len, unsigned int flags)
 {
 	augur_fd_before_read(in);
+	uint64_t tee_ = augur_tee_enter(in);
 	ssize_t n = CALL_OR_ENOSYS(copy_file_range, in, inoff, out, outoff, len, flags);
 	if (n < 0 && errno == EXDEV && augur_fd_tier(in) >= 0)
 		n = copy_across(in, inoff, out, outoff, len);
 	augur_fd_account(in, n);
+	if (tee_) {
+		int e = errno;
+		TEE_STOP;
+		errno = e;
+	}
 	return n;
 }
 
@@ -134,13 +161,42 @@ static void *mapped(void *p, size_t len, int prot, int flags, int fd)
 	return p;
 }
 
+/*
+ * map_tee maps, for a mapping p of a descriptor that tees, the tee
+ * instead, once the mapper has read the rest of the file into it
+ * (augur_tee_map): the mapping's pages are the copy's, not the shared
+ * filesystem's, and its bytes were read from there once. The original was
+ * mapped first so that its answer (its errors, a device that refuses
+ * mappings) is the caller's. A mapping that writes the file, or is placed
+ * by the caller (MAP_FIXED), keeps the original.
+ */
+static void *map_tee(void *p, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	if (p == MAP_FAILED || fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE ||
+	    !augur_fdtab[fd].slot || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_ANONYMOUS)) ||
+	    ((prot & PROT_WRITE) && (flags & MAP_SHARED)) || !augur_real.mmap64 || !augur_real.munmap)
+		return p;
+	int e = errno;
+	int t = augur_tee_map(fd);
+	if (t >= 0) {
+		void *q = augur_real.mmap64(NULL, len, prot, flags, t, off + AUGUR_TEE_DATA);
+		augur_real.close(t);
+		if (q != MAP_FAILED) {
+			augur_real.munmap(p, len);
+			p = q;
+		}
+	}
+	errno = e;
+	return p;
+}
+
 AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_before_read(fd);
 	void *p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off)
 				  : raw_mmap(addr, len, prot, flags, fd, off);
-	return mapped(p, len, prot, flags, fd);
+	return map_tee(mapped(p, len, prot, flags, fd), len, prot, flags, fd, off);
 }
 
 AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
@@ -149,7 +205,7 @@ AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, o
 		augur_fd_before_read(fd);
 	void *p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
 				    : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
-	return mapped(p, len, prot, flags, fd);
+	return map_tee(mapped(p, len, prot, flags, fd), len, prot, flags, fd, off);
 }
 
 /* munmap ends a shared writable mapping's hold on its file (the Go

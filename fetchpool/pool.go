@@ -133,7 +133,16 @@ type job struct {
 	// after, if not nil, is closed once the Result of the copy that failed
 	// and queued this one again is delivered: a Result with Again comes
 	// before the one that follows it.
-	after chan struct{}
+	after  chan struct{}
+	filled *filled // the caller has the bytes (FetchFilled), or nil
+}
+
+// filled is a copy whose bytes the caller has: fill writes them, read
+// from the file as st describes it, when the guard's token was token.
+type filled struct {
+	st    *unix.Stat_t
+	token uint64
+	fill  func(dst *os.File) (int64, error)
 }
 
 // New starts the workers, as many as all tiers have copy threads. used[i]
@@ -196,6 +205,28 @@ func (p *Pool) FetchNow(ctx context.Context, path string, size int64) bool {
 // src.
 func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source) bool {
 	j := job{path: path, size: src.Stat.Size, src: src}
+	if !p.admitNow(ctx, &j) {
+		return false
+	}
+	defer p.wg.Done()
+	p.copy(j)
+	<-p.now
+	return true
+}
+
+// FetchFilled publishes a copy of path whose bytes the caller has (a
+// reader's tee: fill writes them into dst from its start and returns how
+// many), at once, in the fastest tier with room, on the caller's
+// goroutine, and returns when its Result is delivered. st is the file's
+// stat as the bytes were read, token the guard's Begin of that moment
+// (the reader's): the copy is published only if neither moved, as a copy
+// of the pool's own would be (tiering.Tree.PublishFrom, Guard.Commit). A
+// tier that fails it does not pass it to the next: the caller's bytes
+// are not kept. FetchFilled reports whether it made the copy (false:
+// already pending, no tier with room, or the pool is closed; no Result
+// then).
+func (p *Pool) FetchFilled(ctx context.Context, path string, st *unix.Stat_t, token uint64, fill func(dst *os.File) (int64, error)) bool {
+	j := job{path: path, size: st.Size, filled: &filled{st: st, token: token, fill: fill}}
 	if !p.admitNow(ctx, &j) {
 		return false
 	}
@@ -401,7 +432,7 @@ func (p *Pool) copy(j job) {
 		s.full, s.failed, s.down = full, !full, time.Now()
 		next := j
 		next.after = make(chan struct{})
-		if again = !p.closed && p.placeLocked(next, i+1); again {
+		if again = !p.closed && j.filled == nil && p.placeLocked(next, i+1); again {
 			defer close(next.after)
 		}
 	}
@@ -435,6 +466,10 @@ func (s *slot) usableLocked(size int64) bool {
 // publish copies j's file into tier, within what the guard allows, and
 // says whether the bytes came from the Source.
 func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
+	if j.filled != nil {
+		n, err := p.publishFilled(tier, j.path, j.filled)
+		return n, false, err
+	}
 	if p.guard == nil {
 		return p.copyIn(tier, j, nil)
 	}
@@ -445,6 +480,21 @@ func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
 	return p.copyIn(tier, j, func(rename func() error, remove func()) error {
 		return p.guard.Commit(j.path, token, rename, remove)
 	})
+}
+
+// publishFilled publishes the bytes f has of path in tier, if the guard
+// still gives the token it gave when they were read.
+func (p *Pool) publishFilled(tier *tiering.Tree, path string, f *filled) (int64, error) {
+	var commit tiering.Commit
+	if p.guard != nil {
+		if token, ok := p.guard.Begin(path); !ok || token != f.token {
+			return 0, ErrHeld
+		}
+		commit = func(rename func() error, remove func()) error {
+			return p.guard.Commit(path, f.token, rename, remove)
+		}
+	}
+	return tier.PublishFrom(path, f.st, f.fill, commit)
 }
 
 // copyIn publishes j's file in tier from the Source if it fills it, else

@@ -84,6 +84,7 @@ func RemoveJob(job string) error {
 		}
 	}
 	unix.Close(dir)
+	removeTees(job)
 	return os.Remove(JobDir(job))
 }
 

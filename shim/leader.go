@@ -95,6 +95,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		wait = cfg.WaitMax // with no tier to copy into, nobody should wait for a copy
 	}
 	setU64(&seg.s.leader.wait_max, uint64(wait))
+	if wait > 0 {
+		l.react.startTees()
+	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	pruneJobs(seg.Job) // here, not later: a short command may end before a goroutine ran
 	for i := 0; i < revalidators; i++ {
@@ -343,6 +346,9 @@ func (l *Leader) loop(reap time.Time) {
 		}
 		if now := time.Now(); now.After(reap) {
 			l.seg.releaseDead()
+			if l.react != nil {
+				l.seg.reapTees()
+			}
 			reap = now.Add(reapInterval)
 		}
 		if n < pollBatch { // a full batch: more events wait
@@ -424,6 +430,10 @@ func (l *Leader) handle(ev Event) bool {
 	switch {
 	case ev.Kind == EvRequest: // a reader waits for the answer
 		l.request(ev)
+	case ev.Kind == EvTeed && l.react != nil:
+		l.react.onTeed(ev)
+	case ev.Kind == EvUnteed && l.react != nil:
+		l.react.onUnteed(ev)
 	case ev.Kind == EvInvalidate: // fetch the new content on its next read
 		switch {
 		case l.clair != nil:
@@ -520,6 +530,7 @@ const drainTimeout = 30 * time.Second
 // augur stat can show the job after it ended.
 func (l *Leader) Close() {
 	setU64(&l.seg.s.leader.wait_max, 0) // nobody left to answer: readers stop asking
+	setU64(&l.seg.s.leader.tee_max, 0)  // nor to publish
 	close(l.stop)
 	l.ringBell() // run may be asleep on it
 	<-l.done

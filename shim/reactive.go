@@ -41,16 +41,17 @@ import (
 // files its own node owns; another node's come through their owner,
 // behind the queue.
 type reactive struct {
-	l     *Leader
-	pool  *fetchpool.Pool
-	known *xsync.MapOf[string, struct{}] // files fetched or found placed
-	stat  chan string                    // files to stat and fetch, in order of first open
-	mu    sync.Mutex                     // guards files
-	files []int64                        // copies published per tier
-	waits copyWaits                      // for the copies other nodes asked for
-	warn  sync.Once
-	full  sync.Once    // stopWaiting's message
-	cache atomic.Int32 // whether the shared filesystem's client caches: clientUnknown until learnClient says
+	l        *Leader
+	pool     *fetchpool.Pool
+	known    *xsync.MapOf[string, struct{}] // files fetched or found placed
+	stat     chan string                    // files to stat and fetch, in order of first open
+	mu       sync.Mutex                     // guards files
+	files    []int64                        // copies published per tier
+	waits    copyWaits                      // for the copies other nodes asked for
+	adopting sync.WaitGroup                 // readers' tees being published (adoptTee)
+	warn     sync.Once
+	full     sync.Once    // stopWaiting's message
+	cache    atomic.Int32 // whether the shared filesystem's client caches: clientUnknown until learnClient says
 }
 
 // What learnClient found of the shared filesystem's client; the values
@@ -87,6 +88,10 @@ func (r *reactive) onOpen(ev Event) {
 	if ev.Tier >= 0 || ev.Truncated {
 		return
 	}
+	if ev.Tee { // its reader makes the copy (onTeed), or says it did not (onUnteed)
+		r.known.Store(ev.Path, struct{}{})
+		return
+	}
 	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
 		return
 	}
@@ -119,8 +124,9 @@ func (r *reactive) statter() {
 }
 
 // drain fetches the files still queued for the statter, once it has
-// stopped (Leader.Close).
+// stopped (Leader.Close), after the readers' tees being published.
 func (r *reactive) drain() {
+	r.adopting.Wait()
 	for {
 		select {
 		case p := <-r.stat:
@@ -252,11 +258,20 @@ func openWaited(path string, probe bool) (*tiering.Source, error) {
 }
 
 // learnClient records, from src's bytes just copied through the client's
-// cache, whether the shared filesystem's client keeps a page cache. If it
-// does, readers stop asking for copies (wait_max 0): a reader then reads
-// the original, and the copy, queued when its open is seen, reads the
-// pages the reader's reads left, so the file is still served once. An
-// empty file tells nothing; a later copy asks.
+// cache, whether the shared filesystem's client keeps a page cache, and
+// from the client's read-ahead window which first opens wait for their
+// copy (wait_min). A file the client fetches in one request comes no
+// sooner from a copy, which is that request too, and the wait would cost
+// the reader the leader's hand-offs (0.15-0.3 ms a file here: make
+// bench's R1, 128 KiB files, 1.04-1.06x no augur's time when readers
+// waited): its reader reads the original and tees the copy
+// (intercept_tee.c). A larger file the client fetches in windows one
+// after another, the copy in parallel parts, so its reader waits (R1 with
+// 256 KiB files and a page cache: 0.94x). Where the client caches and
+// tells no window (or one of wait_max or more), no reader waits
+// (wait_max 0); where it keeps no cache and tells none, every reader
+// does, as before any was known. An empty file tells nothing; a later
+// copy asks.
 func (r *reactive) learnClient(src *tiering.Source) {
 	if src.Stat.Size == 0 {
 		return
@@ -269,17 +284,16 @@ func (r *reactive) learnClient(src *tiering.Source) {
 		return
 	}
 	setU64(&r.l.seg.s.leader.client_cache, uint64(found))
-	if found != clientCaches {
-		return
-	}
 	ra, max := readAhead(src.Stat.Dev), r.l.cfg.WaitMax
-	if ra <= 0 || (max > 0 && ra >= max) { // no file would be worth the wait
+	window := ra > 0 && (max <= 0 || ra < max)
+	switch {
+	case window:
+		setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
+		r.l.log.Info().Int64("read_ahead", ra).Bool("client_cache", found == clientCaches).Msg("a first open of a file the shared filesystem's client reads in one request reads the original and tees its copy; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
+	case found == clientCaches:
 		setU64(&r.l.seg.s.leader.wait_max, 0)
-		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original, and each copy reads the pages those reads left (the file is still read once)")
-		return
+		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original and tee their copies (each file is read once)")
 	}
-	setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
-	r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and the copy reads the pages that read left; a larger file is still copied, in parallel parts, before its first read (each file is read once)")
 }
 
 // readAhead is tiering.ReadAhead; tests set it.
@@ -302,6 +316,7 @@ func (r *reactive) fits(size int64) bool {
 // dataset is twice the tiers: the first epoch 1.2x no augur's).
 func (r *reactive) stopWaiting() {
 	setU64(&r.l.seg.s.leader.wait_max, 0)
+	setU64(&r.l.seg.s.leader.tee_max, 0)
 	r.full.Do(func() {
 		r.l.log.Info().Msg("the tiers are full: first opens read the original from now on, without waiting for a copy")
 	})

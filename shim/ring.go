@@ -16,6 +16,8 @@ const (
 	EvClose      = C.AUGUR_EV_CLOSE
 	EvInvalidate = C.AUGUR_EV_INVALIDATE
 	EvRequest    = C.AUGUR_EV_REQUEST
+	EvTeed       = C.AUGUR_EV_TEED
+	EvUnteed     = C.AUGUR_EV_UNTEED
 )
 
 // Event is one access reported by the data plane.
@@ -27,9 +29,10 @@ type Event struct {
 	Local     int // node-local rank its environment names, -1: none
 	Origin    int // the process of the job it was forked from, itself if exec'd
 	FD        int
-	Bytes     uint64 // Close: bytes read through the descriptor
+	Bytes     uint64 // Close: bytes read through the descriptor; Teed: the tee's number
 	Path      string // absolute source path ("" for Close)
 	Truncated bool   // Path was cut: the file is not known
+	Tee       bool   // Open: the reader tees the file (a Teed or Unteed event follows)
 }
 
 // stuckAfter is how long a claimed but unfinished slot is waited for
@@ -84,5 +87,6 @@ func decode(ev *C.struct_augur_event) Event {
 		Bytes:     uint64(ev.bytes),
 		Path:      C.GoStringN((*C.char)(unsafe.Pointer(&ev.path[0])), C.int(ev.pathlen)),
 		Truncated: ev.flags&C.AUGUR_EVF_TRUNCATED != 0,
+		Tee:       ev.flags&C.AUGUR_EVF_TEE != 0,
 	}
 }

@@ -54,6 +54,8 @@ type Stats struct {
 	InFlight      uint64        `json:"copies_in_flight"`
 	Waited        uint64        `json:"opens_waited_for_copy"`
 	Requested     uint64        `json:"opens_asked_for_copy"`
+	Teed          uint64        `json:"first_reads_teed"`           // first reads whose bytes became the copy
+	Untee         uint64        `json:"first_reads_untee"`          // tees abandoned (a reader stopped short or out of order)
 	ClientCache   string        `json:"pfs_client_cache,omitempty"` // reactive: "yes", "no", "" (not known yet)
 	WaitMin       uint64        `json:"wait_min,omitempty"`         // reactive with a client cache: its read-ahead; first opens ask for copies of larger files only
 	Migrated      uint64        `json:"descriptors_moved"`
@@ -134,6 +136,8 @@ func (s *Segment) Stats() Stats {
 		InFlight:      u64(&l.inflight),
 		Waited:        u64(&l.waited),
 		Requested:     u64(&l.requested),
+		Teed:          u64(&l.teed),
+		Untee:         u64(&l.untee),
 		ClientCache:   [...]string{"", "yes", "no"}[min(u64(&l.client_cache), 2)],
 		WaitMin:       u64(&l.wait_min),
 		Migrated:      u64(&c.migrated),

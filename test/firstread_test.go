@@ -65,13 +65,13 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 	}
 }
 
-// The first copies a reader waits for tell the leader whether the shared
-// filesystem's client keeps a page cache. With one, readers ask for, and
-// wait for, copies only of files larger than its read-ahead (the copy
-// reads those in parallel parts; the client reads a file within it in one
-// request, and the copy reads the pages that read left); without one,
-// every first open waits for its copy. Either way each byte is served
-// once and every file copied.
+// The first copy a reader waits for tells the leader the shared
+// filesystem's client and its read-ahead window. Readers then ask for, and
+// wait for, copies only of files larger than the window (the copy reads
+// those in parallel parts); a file within it the client reads in one
+// request, and its reader's reads make the copy (a tee). Either way, with
+// or without a page cache, each byte is served once and every file is
+// copied.
 func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(map[bool]string{true: "direct-io", false: "page-cache"}[direct], func(t *testing.T) {
@@ -84,18 +84,18 @@ func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 			c.Set("AUGUR_JOB=" + job)
 			plain, augur := firstEpoch(t, c, srv, "read", files)
 			st := jobStats(t, c, job)
-			t.Logf("read-ahead %d; %d bytes with augur, %d without; asked for a copy %d, copies %d, client cache %q, wait_min %d",
-				ra, augur, plain, st.Requested, st.Copies, st.ClientCache, st.WaitMin)
+			t.Logf("read-ahead %d; %d bytes with augur, %d without; asked for a copy %d, teed %d, copies %d, client cache %q, wait_min %d",
+				ra, augur, plain, st.Requested, st.Teed, st.Copies, st.ClientCache, st.WaitMin)
 			if augur != plain {
 				t.Errorf("the shared filesystem served %d bytes with augur, %d without", augur, plain)
 			}
-			want, asked, min := "yes", uint64(6), uint64(ra)
-			if direct {
-				want, asked, min = "no", uint64(len(files)), 0
+			want := map[bool]string{true: "no", false: "yes"}[direct]
+			if st.ClientCache != want || st.Requested != 6 || st.Teed != 6 || st.WaitMin != uint64(ra) || st.Copies != uint64(len(files)) {
+				t.Errorf("client cache %q, %d opens asked for a copy, %d teed, wait_min %d, %d copies; want %q, 6, 6, %d, %d",
+					st.ClientCache, st.Requested, st.Teed, st.WaitMin, st.Copies, want, ra, len(files))
 			}
-			if st.ClientCache != want || st.Requested != asked || st.WaitMin != min || st.Copies != uint64(len(files)) {
-				t.Errorf("client cache %q, %d opens asked for a copy, wait_min %d, %d copies; want %q, %d, %d, %d",
-					st.ClientCache, st.Requested, st.WaitMin, st.Copies, want, asked, min, len(files))
+			for _, f := range files {
+				sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
 			}
 		})
 	}

@@ -83,16 +83,15 @@ func printStats(w io.Writer, st shim.Stats) {
 			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
 		}
 	}
-	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   descriptors moved to a copy %d\n",
-		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Migrated)
-	switch st.ClientCache {
-	case "yes":
-		if st.WaitMin > 0 {
-			fmt.Fprintf(w, "the shared filesystem's client keeps a page cache, with a read-ahead of %s: a first open of a file within it reads the original, and the copy reads the client's cache; a larger file's first open waits for its copy, read in parallel parts\n", shim.FormatSize(int64(st.WaitMin)))
-			break
-		}
-		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first reads go to the original, and the copy reads the client's cache\n")
-	case "no":
+	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   first reads that made it %d (abandoned %d)   descriptors moved to a copy %d\n",
+		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Teed, st.Untee, st.Migrated)
+	client := map[string]string{"yes": "keeps a page cache", "no": "keeps no page cache"}[st.ClientCache]
+	switch {
+	case client != "" && st.WaitMin > 0:
+		fmt.Fprintf(w, "the shared filesystem's client %s, with a read-ahead of %s: a first open of a file within it reads the original and its reads make the copy; a larger file's first open waits for its copy, read in parallel parts\n", client, shim.FormatSize(int64(st.WaitMin)))
+	case st.ClientCache == "yes":
+		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first opens read the original and their reads make the copy\n")
+	case st.ClientCache == "no":
 		fmt.Fprintf(w, "the shared filesystem's client keeps no page cache: a first open waits for the copy, which reads the file once\n")
 	}
 	switch {

@@ -1,0 +1,186 @@
+package shim
+
+/*
+#include "../intercept.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tees: a first read that makes the copy (intercept_tee.c). Under the
+// reactive policy a reader that found no copy of a file of at most
+// tee_max bytes, and did not wait for one, writes what its reads return
+// into a file of the job's tee directory; once it has read every byte in
+// order it sends EvTeed, and the leader publishes those bytes as the copy
+// (adoptTee), through the fetch pool, if the file did not change since the
+// reader's open. The shared filesystem then serves the file once, to the
+// reader, whether its client caches or not, and the reader waits for no
+// one. A reader that stopped short or read out of order sends EvUnteed,
+// and the file is copied as any read from its original.
+
+// teeDir is the directory of job's tees.
+func teeDir(job string) string { return JobDir(job) + "/" + C.AUGUR_TEE_DIR }
+
+// makeTeeDir makes job's tee directory, private as the job's, or checks
+// the one there.
+func makeTeeDir(job string) error {
+	dir, err := openJobDir(job, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	if err := unix.Mkdirat(dir, C.AUGUR_TEE_DIR, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return &os.PathError{Op: "mkdir", Path: teeDir(job), Err: err}
+	}
+	fd, err := unix.Openat(dir, C.AUGUR_TEE_DIR, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: teeDir(job), Err: err}
+	}
+	defer unix.Close(fd)
+	return checkPrivate(fd, teeDir(job), unix.S_IFDIR)
+}
+
+// startTees lets first reads of files of at most wait_max bytes tee, if
+// the tee directory can be made. wait_max bounds what a first reader may
+// be kept for, waiting or teeing (the tee is its own read, written to
+// memory once more); 0 turns both off: the leader copies behind readers.
+func (r *reactive) startTees() {
+	if err := makeTeeDir(r.l.seg.Job); err != nil {
+		r.l.log.Warn().Msgf("first reads will not make their copies: %v", err)
+		return
+	}
+	setU64(&r.l.seg.s.leader.tee_max, uint64(r.l.cfg.WaitMax))
+}
+
+// onTeed takes up a reader's finished tee (EvTeed): it is published on a
+// goroutine of its own (the pool's turn may be waited for); a closing
+// leader waits for it (drain) before its pool closes.
+func (r *reactive) onTeed(ev Event) {
+	name := fmt.Sprintf("%s/%d.%d", teeDir(r.l.seg.Job), ev.PID, ev.Bytes)
+	r.adopting.Add(1)
+	go func() {
+		defer r.adopting.Done()
+		r.adoptTee(ev.Path, name)
+	}()
+}
+
+// onUnteed takes up an abandoned tee (EvUnteed): the file is one read
+// from its original, and is copied as such.
+func (r *reactive) onUnteed(ev Event) {
+	if ev.Truncated {
+		return
+	}
+	r.known.Store(ev.Path, struct{}{})
+	r.queue(ev.Path)
+}
+
+// adoptTee publishes the tee file name as the copy of path.
+func (r *reactive) adoptTee(path, name string) {
+	f, hd, err := openTee(name)
+	if err != nil {
+		r.l.log.Debug().Msgf("tee of %s: %v", path, err)
+		r.known.Delete(path) // a later open copies it
+		r.l.seg.clearCopying(path)
+		return
+	}
+	defer f.Close()
+	st := hd.stat()
+	fill := func(dst *os.File) (int64, error) {
+		return io.Copy(dst, io.NewSectionReader(f, C.AUGUR_TEE_DATA, st.Size))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
+	defer cancel()
+	if !r.pool.FetchFilled(ctx, path, &st, uint64(hd.gen), fill) {
+		r.known.Delete(path)
+		r.l.seg.clearCopying(path)
+		if !r.fits(st.Size) {
+			r.stopWaiting()
+		}
+	}
+}
+
+// teeHeader is struct augur_tee_header.
+type teeHeader C.struct_augur_tee_header
+
+// openTee opens and removes a tee file and checks it: this user's
+// (the directory is private), its header augur's, its length the header's
+// size past the data's offset.
+func openTee(name string) (*os.File, *teeHeader, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	os.Remove(name) // the descriptor keeps it
+	fail := func(why string) (*os.File, *teeHeader, error) {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %s", name, why)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		return fail("not a regular file of this user")
+	}
+	hd := new(teeHeader)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(hd)), C.sizeof_struct_augur_tee_header)
+	if _, err := f.ReadAt(b, 0); err != nil || hd.magic != C.AUGUR_TEE_MAGIC {
+		return fail("no tee header")
+	}
+	if st.Size != C.AUGUR_TEE_DATA+int64(hd.size) {
+		return fail(fmt.Sprintf("holds %d bytes, not %d", st.Size-C.AUGUR_TEE_DATA, hd.size))
+	}
+	return f, hd, nil
+}
+
+// stat is the original's stat as the reader's open saw it: what the copy
+// records of it (mode, times, identity) and what the source is checked
+// against when the copy is published.
+func (hd *teeHeader) stat() unix.Stat_t {
+	return unix.Stat_t{
+		Dev: uint64(hd.dev), Ino: uint64(hd.ino), Mode: uint32(hd.mode), Size: int64(hd.size),
+		Atim: unix.Timespec{Sec: int64(hd.atime_sec), Nsec: int64(hd.atime_nsec)},
+		Mtim: unix.Timespec{Sec: int64(hd.mtime_sec), Nsec: int64(hd.mtime_nsec)},
+	}
+}
+
+// reapTees frees the pending slots of tees whose process died before it
+// finished them (killed, or exec'd: its tables went with its image), and
+// removes their files: the slot would keep the file from being asked for
+// again.
+func (s *Segment) reapTees() {
+	for i := range s.s.pending {
+		p := &s.s.pending[i]
+		state := (*uint32)(unsafe.Pointer(&p.state))
+		if atomic.LoadUint32(state) != C.AUGUR_PENDING_TEEING {
+			continue
+		}
+		pid := int(atomic.LoadInt32((*int32)(unsafe.Pointer(&p.pid))))
+		if !errors.Is(unix.Kill(pid, 0), unix.ESRCH) ||
+			!atomic.CompareAndSwapUint32(state, C.AUGUR_PENDING_TEEING, C.AUGUR_PENDING_NONE) {
+			continue
+		}
+		futexWake(state)
+		names, _ := filepath.Glob(fmt.Sprintf("%s/%d.*", teeDir(s.Job), pid))
+		for _, n := range names {
+			os.Remove(n)
+		}
+	}
+}
+
+// removeTees removes job's tee directory and what is left in it.
+func removeTees(job string) {
+	names, _ := filepath.Glob(teeDir(job) + "/*")
+	for _, n := range names {
+		os.Remove(n)
+	}
+	os.Remove(teeDir(job))
+}

@@ -1,0 +1,137 @@
+package test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// teeReaders is the script that reads files in the ways a first read's
+// tee must follow or give up on (test/python/tee_readers.py).
+var teeReaders = pyScript("tee_readers.py")
+
+// A first read's tee (intercept_tee.c) makes the copy from the reader's
+// own bytes where it can follow them, and gives up where it cannot, for
+// CPython's and numpy's readers, over the emulated PFS without a client
+// page cache: whatever the reader does, it consumes the original's bytes,
+// and every copy in the tier is the file's bytes, or there is none. A
+// tee that followed its reader costs the shared filesystem nothing: the
+// emulator's counters show the bytes the same reader read without augur.
+// One that gave up leaves the copy to the leader, behind the reader.
+func TestTeeFollowsItsReaderOrGivesUp(t *testing.T) {
+	needPython(t, "numpy")
+	c := NewCase(t)
+	srv := reactiveOverPFS(t, c, true)
+	ra := mountReadAhead(t, c)
+	for _, tc := range []struct {
+		kind string
+		// teed: every file but the first (whose open asks for its
+		// copy and learns the client) tees to its end; else, for
+		// those, none does (-1: either, as threads race).
+		teed int
+	}{
+		{"chunks", 1}, {"readinto", 1}, {"dup", 1}, {"numpy", 1},
+		{"threads", -1}, {"seekend", 0}, {"sendfile", 0}, {"fork", 0},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			files := c.RandomFiles(tc.kind, 5, int(ra)-1000)
+			var onMount []string
+			for _, f := range files {
+				onMount = append(onMount, onPFS(c, f))
+			}
+			want := mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{teeReaders, tc.kind}, onMount...)...)).Stdout
+			job := "tee-" + randHex(4)
+			c.Set("AUGUR_JOB=" + job)
+			dropCaches(t)
+			before := srv.Stats().ReadBytes
+			got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, tc.kind}, onMount...)...)
+			served := srv.Stats().ReadBytes - before
+			if got != want {
+				t.Fatalf("read\n%s\nwant\n%s", got, want)
+			}
+			st := jobStats(t, c, job)
+			t.Logf("asked %d, teed %d, abandoned %d, copies %d; the shared filesystem served %d bytes",
+				st.Requested, st.Teed, st.Untee, st.Copies, served)
+			n := uint64(len(files) - 1)
+			switch {
+			case st.Requested != 1 || st.Teed+st.Untee != n:
+				t.Errorf("%d opens asked for a copy, %d tees ended, %d abandoned: want 1, and %d tees", st.Requested, st.Teed, st.Untee, n)
+			case tc.teed == 1 && st.Teed != n, tc.teed == 0 && st.Untee != n:
+				t.Errorf("%d tees ended, %d abandoned: want every tee %s", st.Teed, st.Untee, map[int]string{0: "abandoned", 1: "ended"}[tc.teed])
+			}
+			if tc.teed == 1 && served != int64(len(files))*(ra-1000) {
+				t.Errorf("the shared filesystem served %d bytes for %d files of %d", served, len(files), ra-1000)
+			}
+			for _, f := range files {
+				sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
+			}
+		})
+	}
+}
+
+// A file rewritten while its first reader tees it (the writer inside the
+// job: its open moves the file's change generation) is never published
+// from the tee, which holds half the old bytes and half the new: the
+// reader reads what it would without augur, and the tier holds the new
+// bytes or nothing.
+func TestTeeOfAFileChangedMeanwhileIsNotPublished(t *testing.T) {
+	c := NewCase(t)
+	reactiveOverPFS(t, c, true)
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("change", 4, int(ra)-1000)
+	var onMount, want []string
+	for i, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+		b, err := os.ReadFile(f)
+		must(t, err)
+		if h := len(b) / 2; i > 0 { // the first is read whole (the script's probe)
+			b = append(b[:h:h], invert(b)[h:]...)
+		}
+		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
+	}
+	job := "tee-change-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "change"}, onMount...)...)
+	if got != strings.Join(want, "") {
+		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	}
+	st := jobStats(t, c, job)
+	t.Logf("teed %d, abandoned %d, copies %d, held %d", st.Teed, st.Untee, st.Copies, st.CopiesHeld)
+	if st.Teed == 0 {
+		t.Errorf("no tee ended: the test tested nothing")
+	}
+	for _, f := range files {
+		if _, err := os.Stat(c.CopyOf(c.RAM, onPFS(c, f))); err == nil {
+			sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
+		}
+	}
+}
+
+func invert(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, x := range b {
+		out[i] = 255 - x
+	}
+	return out
+}
+
+// sameFile fails the test unless the copy holds exactly the original's
+// bytes.
+func sameFile(t *testing.T, copy, orig string) {
+	t.Helper()
+	c, err := os.ReadFile(copy)
+	if err != nil {
+		t.Errorf("no copy of %s: %v", orig, err)
+		return
+	}
+	o, err := os.ReadFile(orig)
+	must(t, err)
+	if !bytes.Equal(c, o) {
+		t.Errorf("the copy of %s (%d bytes) is not its bytes (%d)", orig, len(c), len(o))
+	}
+}
