@@ -212,7 +212,10 @@ struct augur_tee_header {
 	int64_t atime_sec, atime_nsec;
 	int64_t mtime_sec, mtime_nsec;
 	uint32_t mode;
-	uint32_t gen; /* the file's change generation (struct augur_hold) at open */
+	uint32_t gen;  /* the file's change generation (struct augur_hold) at open */
+	uint32_t link; /* 0: the descriptor's file is at the path itself (no
+			* symlink on the way); 1: the path may end in one */
+	uint32_t pad;
 };
 
 /*

@@ -28,10 +28,14 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #define TEE_SLOTS 64
 #define TEE_FDS 4
+#define TEE_MAP_BUF (1u << 20) /* augur_tee_map's reads of the rest */
 
 /* One tee. A slot is taken by the open that begins it and freed by the
  * call that ends it (complete or abandoned: fd -1), once it has let go of
@@ -163,6 +167,23 @@ static void complete(int fd, struct tee *t)
 	unbind(t);
 }
 
+/* cached_stat is fd's stat as the client has it, without a request to the
+ * shared filesystem (AT_STATX_DONT_SYNC): the attributes its open just
+ * brought. A client without attribute caching (pfsemu --direct-io, NFS
+ * with noac) would otherwise make each first read wait for one more
+ * metadata request. Kernels without statx: fstat. */
+static int cached_stat(int fd, struct stat *sb)
+{
+	struct statx sx;
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_BASIC_STATS, &sx) != 0)
+		return REAL(fstat) ? augur_real.fstat(fd, sb) : -1;
+	*sb = (struct stat){.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor), .st_ino = sx.stx_ino,
+			    .st_mode = sx.stx_mode, .st_size = (off_t)sx.stx_size,
+			    .st_atim = {sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec},
+			    .st_mtim = {sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec}};
+	return 0;
+}
+
 /*
  * augur_tee_begin starts a tee of abs, just opened from its original on
  * fd, if the leader asks for tees (tee_max), the file is a regular one of
@@ -175,8 +196,8 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 	struct augur_segment *seg = augur_seg();
 	uint64_t max = seg ? __atomic_load_n(&seg->leader.tee_max, __ATOMIC_ACQUIRE) : 0;
 	struct stat sb;
-	if (!max || fd < 0 || fd >= FD_MAX || strlen(abs) >= AUGUR_EVENT_PATH || !REAL(fstat) ||
-	    augur_real.fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+	if (!max || fd < 0 || fd >= FD_MAX || strlen(abs) >= AUGUR_EVENT_PATH ||
+	    cached_stat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
 	    (uint64_t)sb.st_size > max)
 		return 0;
 	struct tee *t = NULL;
@@ -209,6 +230,14 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 		.atime_sec = sb.st_atim.tv_sec, .atime_nsec = sb.st_atim.tv_nsec,
 		.mtime_sec = sb.st_mtim.tv_sec, .mtime_nsec = sb.st_mtim.tv_nsec,
 		.mode = sb.st_mode, .gen = hold ? __atomic_load_n(&hold->gen, __ATOMIC_SEQ_CST) : 0};
+	/* Whether the path ends in a symlink (the copy says so,
+	 * tiering.LinkXattr), asked of the descriptor, not the shared
+	 * filesystem: a path with none on its way is the one the kernel
+	 * gives for the descriptor. */
+	char fdp[64], real[PATH_MAX];
+	snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
+	ssize_t rl = readlink(fdp, real, sizeof(real) - 1);
+	hd.link = !(rl > 0 && (real[rl] = 0, strcmp(real, abs) == 0));
 	if (augur_tee_path(augur_self_pid(), t->n, path, sizeof(path)) == 0)
 		t->fd = augur_real.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (t->fd < 0 || pwrite(t->fd, &hd, sizeof(hd), 0) != (ssize_t)sizeof(hd)) {
@@ -359,10 +388,13 @@ AUGUR_HIDDEN int augur_tee_map(int fd)
 	if (!t)
 		return -1;
 	AUGUR_ERRNO_SAVE;
-	char buf[65536];
-	int ok = 1;
+	/* As large a read as the reader's would be: the client splits it
+	 * into its requests, one after another, as it would the faults'. */
+	size_t cap = t->size - t->next < TEE_MAP_BUF ? t->size - t->next : TEE_MAP_BUF;
+	char *buf = malloc(cap ? cap : 1);
+	int ok = buf != NULL;
 	while (ok && t->next < t->size) {
-		size_t want = t->size - t->next < sizeof(buf) ? t->size - t->next : sizeof(buf);
+		size_t want = t->size - t->next < cap ? t->size - t->next : cap;
 		ssize_t r = REAL(pread64) ? augur_real.pread64(fd, buf, want, (off64_t)t->next) : -1;
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -370,6 +402,7 @@ AUGUR_HIDDEN int augur_tee_map(int fd)
 		if (ok)
 			t->next += (uint64_t)r;
 	}
+	free(buf);
 	int dup = ok ? augur_real.fcntl(t->fd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (dup < 0)
 		abandon(fd, t);

@@ -141,6 +141,7 @@ type job struct {
 // from the file as st describes it, when the guard's token was token.
 type filled struct {
 	st    *unix.Stat_t
+	link  bool
 	token uint64
 	fill  func(dst *os.File) (int64, error)
 }
@@ -218,15 +219,16 @@ func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source
 // reader's tee: fill writes them into dst from its start and returns how
 // many), at once, in the fastest tier with room, on the caller's
 // goroutine, and returns when its Result is delivered. st is the file's
-// stat as the bytes were read, token the guard's Begin of that moment
-// (the reader's): the copy is published only if neither moved, as a copy
-// of the pool's own would be (tiering.Tree.PublishFrom, Guard.Commit). A
+// stat as the bytes were read (link: its path ends in a symlink), token
+// the guard's Begin of that moment (the reader's): the copy is published
+// only if the guard's token did not move (Guard.Commit); the shared
+// filesystem is not asked again (tiering.Tree.PublishRead). A
 // tier that fails it does not pass it to the next: the caller's bytes
 // are not kept. FetchFilled reports whether it made the copy (false:
 // already pending, no tier with room, or the pool is closed; no Result
 // then).
-func (p *Pool) FetchFilled(ctx context.Context, path string, st *unix.Stat_t, token uint64, fill func(dst *os.File) (int64, error)) bool {
-	j := job{path: path, size: st.Size, filled: &filled{st: st, token: token, fill: fill}}
+func (p *Pool) FetchFilled(ctx context.Context, path string, st *unix.Stat_t, link bool, token uint64, fill func(dst *os.File) (int64, error)) bool {
+	j := job{path: path, size: st.Size, filled: &filled{st: st, link: link, token: token, fill: fill}}
 	if !p.admitNow(ctx, &j) {
 		return false
 	}
@@ -494,7 +496,7 @@ func (p *Pool) publishFilled(tier *tiering.Tree, path string, f *filled) (int64,
 			return p.guard.Commit(path, f.token, rename, remove)
 		}
 	}
-	return tier.PublishFrom(path, f.st, f.fill, commit)
+	return tier.PublishRead(path, f.st, f.link, f.fill, commit)
 }
 
 // copyIn publishes j's file in tier from the Source if it fills it, else

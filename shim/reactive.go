@@ -259,19 +259,20 @@ func openWaited(path string, probe bool) (*tiering.Source, error) {
 
 // learnClient records, from src's bytes just copied through the client's
 // cache, whether the shared filesystem's client keeps a page cache, and
-// from the client's read-ahead window which first opens wait for their
-// copy (wait_min). A file the client fetches in one request comes no
-// sooner from a copy, which is that request too, and the wait would cost
-// the reader the leader's hand-offs (0.15-0.3 ms a file here: make
-// bench's R1, 128 KiB files, 1.04-1.06x no augur's time when readers
-// waited): its reader reads the original and tees the copy
-// (intercept_tee.c). A larger file the client fetches in windows one
-// after another, the copy in parallel parts, so its reader waits (R1 with
-// 256 KiB files and a page cache: 0.94x). Where the client caches and
-// tells no window (or one of wait_max or more), no reader waits
-// (wait_max 0); where it keeps no cache and tells none, every reader
-// does, as before any was known. An empty file tells nothing; a later
-// copy asks.
+// which first opens wait for their copy from then on; the others read
+// the original and tee the copy (intercept_tee.c), which costs the
+// shared filesystem nothing. A wait costs the reader the leader's
+// hand-offs (0.15-0.3 ms a file here: make bench's R1, 128 KiB files,
+// 1.04-1.06x no augur's time when readers waited), and wins only where
+// the copy, read in parallel parts, beats the client's own requests one
+// after another: a file larger than the client's read-ahead (R1 with 256
+// KiB files and a page cache: 0.94x). So readers wait only for such files
+// (wait_min), and only where the client caches: an open must stat the
+// file to know its size, which a client that caches attributes answers
+// from memory and one that caches nothing (pfsemu --direct-io) with a
+// request to the servers, a millisecond per file there. Elsewhere no
+// reader waits (wait_max 0). An empty file tells nothing; a later copy
+// asks.
 func (r *reactive) learnClient(src *tiering.Source) {
 	if src.Stat.Size == 0 {
 		return
@@ -285,15 +286,13 @@ func (r *reactive) learnClient(src *tiering.Source) {
 	}
 	setU64(&r.l.seg.s.leader.client_cache, uint64(found))
 	ra, max := readAhead(src.Stat.Dev), r.l.cfg.WaitMax
-	window := ra > 0 && (max <= 0 || ra < max)
-	switch {
-	case window:
+	if found == clientCaches && ra > 0 && (max <= 0 || ra < max) {
 		setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
-		r.l.log.Info().Int64("read_ahead", ra).Bool("client_cache", found == clientCaches).Msg("a first open of a file the shared filesystem's client reads in one request reads the original and tees its copy; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
-	case found == clientCaches:
-		setU64(&r.l.seg.s.leader.wait_max, 0)
-		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original and tee their copies (each file is read once)")
+		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original and tees its copy; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
+		return
 	}
+	setU64(&r.l.seg.s.leader.wait_max, 0)
+	r.l.log.Info().Bool("client_cache", found == clientCaches).Msg("first opens read the original and tee their copies (each file is read once)")
 }
 
 // readAhead is tiering.ReadAhead; tests set it.

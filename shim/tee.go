@@ -101,13 +101,20 @@ func (r *reactive) adoptTee(path, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
 	defer cancel()
-	if !r.pool.FetchFilled(ctx, path, &st, uint64(hd.gen), fill) {
+	if !r.pool.FetchFilled(ctx, path, &st, hd.link != 0 && isLink(path), uint64(hd.gen), fill) {
 		r.known.Delete(path)
 		r.l.seg.clearCopying(path)
 		if !r.fits(st.Size) {
 			r.stopWaiting()
 		}
 	}
+}
+
+// isLink says whether path ends in a symlink: asked only of a tee whose
+// reader could not tell.
+func isLink(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 // teeHeader is struct augur_tee_header.

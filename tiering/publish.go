@@ -220,6 +220,24 @@ func (tr *Tree) PublishFrom(source string, st *unix.Stat_t, fill func(dst *os.Fi
 	return tr.publish(source, dir, leaf, st, link, fill, restat, commit)
 }
 
+// PublishRead publishes a copy of source from bytes a reader of source
+// read (a first read's tee: fill writes them), under the protocol of
+// Publish, and returns the bytes published. st is the source's stat as
+// the reader's descriptor gave it, link whether its path ends in a
+// symlink. It asks the shared filesystem nothing: the reader's open was
+// the one request a read without augur makes, and a stat more of each
+// file would load the metadata servers; a change of the source after
+// that open is found as any change after a copy is (the revalidation of
+// served copies). The copy is published only if it holds st's size in
+// bytes. The caller must hold the tier's Lock.
+func (tr *Tree) PublishRead(source string, st *unix.Stat_t, link bool, fill func(dst *os.File) (int64, error), commit Commit) (int64, error) {
+	dir, leaf, err := copyRel(source)
+	if err != nil {
+		return 0, err
+	}
+	return tr.publish(source, dir, leaf, st, func() bool { return link }, fill, nil, commit)
+}
+
 // publish is the protocol shared by Publish and PublishFrom: source's
 // copy goes to files/dir/leaf, st is source's stat when the copy began,
 // link says whether source ends in a symlink, fill writes the bytes and
