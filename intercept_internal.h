@@ -227,7 +227,7 @@ AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struc
 AUGUR_HIDDEN void augur_tee_stop(int fd);
 AUGUR_HIDDEN void augur_tee_closed(int fd);
 AUGUR_HIDDEN int augur_tee_dup(int oldfd, int newfd);
-AUGUR_HIDDEN int augur_tee_map(int fd);
+AUGUR_HIDDEN int augur_tee_map(int fd, const void *map, off_t off, size_t len);
 AUGUR_HIDDEN void augur_tee_before_fork(int hwm);
 AUGUR_HIDDEN void augur_tee_after_fork(int hwm);
 

@@ -164,7 +164,7 @@ static void *mapped(void *p, size_t len, int prot, int flags, int fd)
 /*
  * map_tee maps, for a mapping p of a descriptor that tees, the tee
  * instead, once the mapper has read the rest of the file into it
- * (augur_tee_map): the mapping's pages are the copy's, not the shared
+ * (augur_tee_map, through p where p maps the whole file): the mapping's pages are the copy's, not the shared
  * filesystem's, and its bytes were read from there once. The original was
  * mapped first so that its answer (its errors, a device that refuses
  * mappings) is the caller's. A mapping that writes the file, or is placed
@@ -177,7 +177,7 @@ static void *map_tee(void *p, size_t len, int prot, int flags, int fd, off64_t o
 	    ((prot & PROT_WRITE) && (flags & MAP_SHARED)) || !augur_real.mmap64 || !augur_real.munmap)
 		return p;
 	int e = errno;
-	int t = augur_tee_map(fd);
+	int t = augur_tee_map(fd, p, (off_t)off, len);
 	if (t >= 0) {
 		void *q = augur_real.mmap64(NULL, len, prot, flags, t, off + AUGUR_TEE_DATA);
 		augur_real.close(t);
