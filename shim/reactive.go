@@ -48,7 +48,8 @@ type reactive struct {
 	mu       sync.Mutex                     // guards files
 	files    []int64                        // copies published per tier
 	waits    copyWaits                      // for the copies other nodes asked for
-	adopting sync.WaitGroup                 // readers' tees being published (adoptTee)
+	tees     chan tee                       // readers' tees to publish, in order (onTeed)
+	adopting sync.WaitGroup                 // the adopter of tees
 	warn     sync.Once
 	full     sync.Once    // stopWaiting's message
 	cache    atomic.Int32 // whether the shared filesystem's client caches: clientUnknown until learnClient says
@@ -76,7 +77,7 @@ func reactiveWith(l *Leader) *reactive {
 		files[i] = t.usage.Files
 	}
 	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files,
-		stat: make(chan string, backlog)}
+		stat: make(chan string, backlog), tees: make(chan tee, backlog)}
 	l.workers.Add(1)
 	go r.statter()
 	return r
@@ -124,9 +125,9 @@ func (r *reactive) statter() {
 }
 
 // drain fetches the files still queued for the statter, once it has
-// stopped (Leader.Close), after the readers' tees being published.
+// stopped (Leader.Close), after the readers' tees are published.
 func (r *reactive) drain() {
-	r.adopting.Wait()
+	r.drainTees()
 	for {
 		select {
 		case p := <-r.stat:

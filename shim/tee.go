@@ -60,19 +60,57 @@ func (r *reactive) startTees() {
 		r.l.log.Warn().Msgf("first reads will not make their copies: %v", err)
 		return
 	}
+	r.adopting.Add(1)
+	go r.adopter()
 	setU64(&r.l.seg.s.leader.tee_max, uint64(r.l.cfg.WaitMax))
 }
 
-// onTeed takes up a reader's finished tee (EvTeed): it is published on a
-// goroutine of its own (the pool's turn may be waited for); a closing
-// leader waits for it (drain) before its pool closes.
+// A tee the adopter publishes: the file's path and the tee file's.
+type tee struct{ path, name string }
+
+// onTeed hands a reader's finished tee (EvTeed) to the adopter, which
+// publishes the tees one after another in the order their reads ended:
+// the fastest tier goes to the files read first, as the statter's order
+// gives it to the copies of the queue. With the adopter a full queue
+// behind, the tee is dropped and the file copied as one read from its
+// original.
 func (r *reactive) onTeed(ev Event) {
 	name := fmt.Sprintf("%s/%d.%d", teeDir(r.l.seg.Job), ev.PID, ev.Bytes)
-	r.adopting.Add(1)
-	go func() {
-		defer r.adopting.Done()
-		r.adoptTee(ev.Path, name)
-	}()
+	select {
+	case r.tees <- tee{ev.Path, name}:
+	default:
+		os.Remove(name)
+		r.l.seg.clearCopying(ev.Path)
+		r.queue(ev.Path)
+	}
+}
+
+// adopter publishes the tees onTeed hands it until the leader closes;
+// drain publishes the rest.
+func (r *reactive) adopter() {
+	defer r.adopting.Done()
+	for {
+		select {
+		case <-r.l.stop:
+			return
+		case t := <-r.tees:
+			r.adoptTee(t.path, t.name)
+		}
+	}
+}
+
+// drainTees publishes the tees still handed to the adopter, once it has
+// stopped (Leader.Close).
+func (r *reactive) drainTees() {
+	r.adopting.Wait()
+	for {
+		select {
+		case t := <-r.tees:
+			r.adoptTee(t.path, t.name)
+		default:
+			return
+		}
+	}
 }
 
 // onUnteed takes up an abandoned tee (EvUnteed): the file is one read
