@@ -95,7 +95,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		wait = cfg.WaitMax // with no tier to copy into, nobody should wait for a copy
 	}
 	setU64(&seg.s.leader.wait_max, uint64(wait))
-	if wait > 0 {
+	if wait > 0 && l.peers == nil {
+		// On several nodes a node keeps the files it owns (HVAC), which
+		// a reader's tee of any file it reads would not respect.
 		l.react.startTees()
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)

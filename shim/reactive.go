@@ -272,8 +272,11 @@ func openWaited(path string, probe bool) (*tiering.Source, error) {
 // file to know its size, which a client that caches attributes answers
 // from memory and one that caches nothing (pfsemu --direct-io) with a
 // request to the servers, a millisecond per file there. Elsewhere no
-// reader waits (wait_max 0). An empty file tells nothing; a later copy
-// asks.
+// reader waits (wait_max 0), but in a job of several nodes, whose readers
+// do not tee (a node keeps the files it owns): there, without a client
+// cache, every first open of a file its node owns still waits, as the
+// copy behind it would read the file again. An empty file tells nothing;
+// a later copy asks.
 func (r *reactive) learnClient(src *tiering.Source) {
 	if src.Stat.Size == 0 {
 		return
@@ -287,13 +290,17 @@ func (r *reactive) learnClient(src *tiering.Source) {
 	}
 	setU64(&r.l.seg.s.leader.client_cache, uint64(found))
 	ra, max := readAhead(src.Stat.Dev), r.l.cfg.WaitMax
-	if found == clientCaches && ra > 0 && (max <= 0 || ra < max) {
+	tees := u64(&r.l.seg.s.leader.tee_max) > 0
+	switch {
+	case found == clientCaches && ra > 0 && (max <= 0 || ra < max):
 		setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
-		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original and tees its copy; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
-		return
+		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and its copy is the reader's bytes or the pages they left; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
+	case found == clientCaches || tees:
+		setU64(&r.l.seg.s.leader.wait_max, 0)
+		r.l.log.Info().Bool("client_cache", found == clientCaches).Msg("first opens read the original, and each copy is the reader's bytes or the pages they left (each file is read once)")
 	}
-	setU64(&r.l.seg.s.leader.wait_max, 0)
-	r.l.log.Info().Bool("client_cache", found == clientCaches).Msg("first opens read the original and tee their copies (each file is read once)")
+	// Else (no cache, no tees: a job of several nodes) every first open
+	// of a file its node owns waits for its copy.
 }
 
 // readAhead is tiering.ReadAhead; tests set it.

@@ -385,10 +385,9 @@ func (r *runner) copied(i, b, k int, t float64) {
 // the first tier with room, and the reader then reads the copy: request
 // returns when that read is done, ok true. Else the reader reads the
 // original, from the time returned (ok false): at once when it does not
-// ask (wait_max 0; a file a client page cache reads in one request,
-// whose copy rides the reader's pages, withinReadAhead; or the node
-// stopped asking) or when another node owns the file
-// (hvac: that copy comes through the owner, behind the queue);
+// ask (wait_max 0; a file whose reader tees it or whose copy rides its
+// pages, see asks; or the node stopped asking) or when another node owns
+// the file (hvac: that copy comes through the owner, behind the queue);
 // after the leader's open of the source (a PFS latency) when the file is
 // larger than wait_max (the queue copies it) or when no tier has room for
 // it, after which the node's readers stop asking.
@@ -396,7 +395,7 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
 	wait := r.cfg.Reactive.WaitMax
-	if wait <= 0 || ns.stopped || r.withinReadAhead(size) || (r.ownLand != nil && int(fl.peer) != node) {
+	if wait <= 0 || ns.stopped || !r.asks(size) || (r.ownLand != nil && int(fl.peer) != node) {
 		return c, false
 	}
 	if size > float64(wait) {
@@ -415,14 +414,29 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	return r.tierRead(t, land, size), true
 }
 
-// withinReadAhead says whether a client page cache fetches a file of size
-// bytes in one request (shim's wait_min, the client's read-ahead, is here
-// the PFS's request size): its reader reads the original, as fast as the
-// copy would, and the copy rides the reader's pages. A larger file's
-// reader waits for the copy, which reads its requests in parallel.
-func (r *runner) withinReadAhead(size float64) bool {
+// asks says whether the first reader of a file of size bytes asks for
+// its copy and waits (shim's learnClient). Where the client keeps a page
+// cache, only for a file larger than its read-ahead (wait_min, here the
+// PFS's request size): the copy reads its requests in parallel, the
+// client one after another; a smaller file's reader reads the original,
+// as fast as the copy would. Where it keeps none, a job of one node asks
+// for nothing (its readers tee, see tees), a job of several nodes (hvac)
+// for every file.
+func (r *runner) asks(size float64) bool {
 	p := &r.cfg.PFS
-	return p.ClientCache && (p.RequestSize <= 0 || size <= float64(p.RequestSize))
+	if p.ClientCache {
+		return p.RequestSize > 0 && size > float64(p.RequestSize)
+	}
+	return r.ownLand != nil
+}
+
+// tees says whether the reader of a file of size bytes that did not wait
+// for its copy makes it (shim's tee: a job of one node, files of at most
+// wait_max bytes): the copy is the reader's bytes and lands as its read
+// ends.
+func (r *runner) tees(size float64) bool {
+	w := r.cfg.Reactive.WaitMax
+	return r.ownLand == nil && w > 0 && size <= float64(w)
 }
 
 // copyOnMiss is the reactive policy's copy of a file a reader read from
@@ -430,9 +444,9 @@ func (r *runner) withinReadAhead(size float64) bool {
 // stopped asking, a file larger than wait_max, another node's file),
 // its read begun at now and done at done, into the first tier with room,
 // never evicting.
-// When the client caches the PFS's pages and the copy is to come from the
-// PFS, it rides the reader's pages and lands as the read ends; else it
-// waits its turn in the node's queue.
+// When the reader tees it, or the client caches the PFS's pages and the
+// copy is to come from the PFS (it rides the reader's pages), it lands as
+// the read ends; else it waits its turn in the node's queue.
 func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	ns := &r.nodes[i]
 	fl := &ns.fs[f]
@@ -446,7 +460,7 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	ns.used[t] += int64(size)
 	fl.tier = int8(t)
 	fromPFS := r.ownLand == nil || int(fl.peer) == i
-	if fromPFS && r.cfg.PFS.ClientCache {
+	if r.tees(size) || fromPFS && r.cfg.PFS.ClientCache {
 		fl.land = done + size/r.cfg.Tiers[t].Bandwidth
 		r.owned(i, f, g, fl.land)
 		return

@@ -273,23 +273,28 @@ func TestReactiveReadsEachByteOnce(t *testing.T) {
 }
 
 // With a client page cache, augur's reactive reader of a file the client
-// reads in one request reads the original, as without augur (its copy
-// rides the reader's pages), and the reader of a larger file waits for
-// the copy and reads that: the first epoch's tier reads say which.
+// reads in one request reads the original, as without augur (its copy is
+// its own bytes), and the reader of a larger file waits for the copy and
+// reads that; without one, no reader waits: the first epoch's tier reads
+// say which.
 func TestReactiveWaitsAboveTheClientsRequest(t *testing.T) {
-	for _, req := range []int64{128 << 10, 32 << 10} { // files of 100 kB
+	for _, tc := range []struct {
+		req   int64 // files of 100 kB
+		cache bool
+	}{{128 << 10, true}, {32 << 10, true}, {32 << 10, false}} {
 		c := small()
 		c.Nodes, c.Policies = 1, []string{"pfs", "reactive"}
 		c.Tiers[0].Capacity, c.Tiers[1].Capacity = 200*mB, 200*mB
 		c.Dataset.Sigma = 0
-		c.PFS.ClientCache, c.PFS.RequestSize = true, req
+		c.PFS.ClientCache, c.PFS.RequestSize = tc.cache, tc.req
+		req := tc.req
 		res := run(t, c)
 		pfs, react := res.Policy("pfs").Epochs[0], res.Policy("reactive").Epochs[0]
 		fromTiers := react.TierBytes[0] + react.TierBytes[1]
 		switch {
-		case req > 100*kB && (fromTiers != 0 || react.Seconds != pfs.Seconds):
-			t.Errorf("files within the request: epoch 1 read %d bytes of tiers in %.3f s, want none in pfs's %.3f s", fromTiers, react.Seconds, pfs.Seconds)
-		case req < 100*kB && fromTiers != datasetBytes(t, c):
+		case (req > 100*kB || !tc.cache) && (fromTiers != 0 || react.Seconds != pfs.Seconds):
+			t.Errorf("files within the request or no client cache: epoch 1 read %d bytes of tiers in %.3f s, want none in pfs's %.3f s", fromTiers, react.Seconds, pfs.Seconds)
+		case req < 100*kB && tc.cache && fromTiers != datasetBytes(t, c):
 			t.Errorf("files larger than the request: epoch 1 read %d bytes of tiers, want the dataset's %d", fromTiers, datasetBytes(t, c))
 		}
 		if react.PFSBytes != datasetBytes(t, c) {
@@ -308,7 +313,8 @@ func datasetBytes(t *testing.T, c *Config) int64 {
 
 // A copy a reader waits for is read in up to 4 parts at once (tiering's
 // copyParallel), so the reader waits for one part's requests, not the
-// file's: one reader, files of 4 requests, an epoch is the files' open
+// file's: one reader, files of 4 requests (a client page cache: larger
+// than its read-ahead, they are waited for), an epoch is the files' open
 // latency, one request's latency, the bytes through the PFS, the copy's
 // write and the reader's read of it.
 func TestReactiveCopyInParts(t *testing.T) {
@@ -317,7 +323,7 @@ func TestReactiveCopyInParts(t *testing.T) {
 	c.Dataset = Dataset{Count: 200, Mean: 512 << 10}
 	c.Loop = Loop{Batch: 1, Workers: 1, Prefetch: 1}
 	c.Tiers = []Tier{{Capacity: 1 << 30, Bandwidth: 1 * gB, Threads: 1}}
-	c.PFS = PFS{Curve: []CurvePoint{{1, 250 * mB}}, Latency: 0.002, ReadLatency: 0.001, RequestSize: 128 << 10}
+	c.PFS = PFS{Curve: []CurvePoint{{1, 250 * mB}}, Latency: 0.002, ReadLatency: 0.001, RequestSize: 128 << 10, ClientCache: true}
 	size := float64(512 << 10)
 	want := 200 * (0.002 + 0.001 + size/(250*mB) + 2*size/gB)
 	if got := run(t, c).Policies[0].Epochs[0].Seconds; math.Abs(got-want) > 1e-6 {
