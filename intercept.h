@@ -196,14 +196,15 @@ struct augur_pending {
  * A first read's copy (intercept_tee.c, shim/tee.go). A reader that found
  * no copy of a file of at most tee_max bytes, and did not wait for one,
  * writes what its reads of the original return into
- * <job directory>/tee/<pid>.<n>: this header at offset 0, the file's
- * bytes from AUGUR_TEE_DATA (so that a mapping of them keeps its page
- * alignment). Once it has read every byte in order it sends
- * AUGUR_EV_TEED, and the leader publishes the bytes as the copy if the
- * file did not change since the reader's open (gen, size, mtime).
+ * <job directory>/tee/<pid>.<n>: the file's bytes at their offsets, this
+ * header after them, at AUGUR_TEE_HEADER(size) (the first multiple of
+ * 64 KiB at or past the size: a mapping of the bytes never shows it).
+ * Once it has read every byte in order it sends AUGUR_EV_TEED, and the
+ * leader cuts the header off and moves the file into the tier as the
+ * copy, if the file did not change since the reader's open (gen).
  */
 #define AUGUR_TEE_DIR "tee"
-#define AUGUR_TEE_DATA 65536
+#define AUGUR_TEE_HEADER(size) (((size) + 65535) & ~(uint64_t)65535)
 #define AUGUR_TEE_MAGIC 0x3165655472756761ull /* "augurTe1" */
 struct augur_tee_header {
 	uint64_t magic;

@@ -179,7 +179,7 @@ static void *map_tee(void *p, size_t len, int prot, int flags, int fd, off64_t o
 	int e = errno;
 	int t = augur_tee_map(fd, p, (off_t)off, len);
 	if (t >= 0) {
-		void *q = augur_real.mmap64(NULL, len, prot, flags, t, off + AUGUR_TEE_DATA);
+		void *q = augur_real.mmap64(NULL, len, prot, flags, t, off);
 		augur_real.close(t);
 		if (q != MAP_FAILED) {
 			augur_real.munmap(p, len);

@@ -240,7 +240,7 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 	hd.link = !(rl > 0 && (real[rl] = 0, strcmp(real, abs) == 0));
 	if (augur_tee_path(augur_self_pid(), t->n, path, sizeof(path)) == 0)
 		t->fd = augur_real.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (t->fd < 0 || pwrite(t->fd, &hd, sizeof(hd), 0) != (ssize_t)sizeof(hd)) {
+	if (t->fd < 0 || pwrite(t->fd, &hd, sizeof(hd), (off_t)AUGUR_TEE_HEADER(hd.size)) != (ssize_t)sizeof(hd)) {
 		if (t->fd >= 0) {
 			augur_real.unlinkat(AT_FDCWD, path, 0);
 			release(t, AUGUR_PENDING_NONE);
@@ -307,7 +307,7 @@ AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struc
 					v[i].iov_len = left;
 				left -= v[i].iov_len;
 			}
-			ok = left == 0 && pwritev(t->fd, v, k, AUGUR_TEE_DATA + off) == n;
+			ok = left == 0 && pwritev(t->fd, v, k, off) == n;
 			if (ok)
 				t->next = (uint64_t)off + (uint64_t)n;
 		}
@@ -378,10 +378,11 @@ AUGUR_HIDDEN int augur_tee_dup(int oldfd, int newfd)
 /*
  * augur_tee_map reads the rest of fd's file into its tee, hands the tee to
  * the leader, and returns a descriptor of the tee file for the caller to
- * map at offset + AUGUR_TEE_DATA and close; -1 if fd does not tee, or the
+ * map at the same offset and close; -1 if fd does not tee, or the
  * tee failed (it is then abandoned, and the original is mapped). map is
- * the caller's mapping of the original, of len bytes from off: one of the
- * whole file is where the rest is read from, so that the client fetches
+ * the caller's mapping of the original, of len bytes from off (within
+ * the file's pages, or nothing is done): one of the whole file is where
+ * the rest is read from, so that the client fetches
  * it as the mapping's faults would (its read-ahead, requests in flight
  * together; one pread of a file without a page cache took 2.5 ms where
  * the faults took 1.9, make bench's R1). Otherwise pread on fd (its offset
@@ -392,13 +393,20 @@ AUGUR_HIDDEN int augur_tee_map(int fd, const void *map, off_t off, size_t len)
 	struct tee *t = locked(fd);
 	if (!t)
 		return -1;
+	uint64_t page = (uint64_t)getpagesize();
+	if (off < 0 || (uint64_t)off + len > (t->size + page - 1) / page * page) {
+		/* Past the file's last page a mapping of the original faults
+		 * (SIGBUS), one of the tee would find its header: keep it. */
+		unlock(t);
+		return -1;
+	}
 	AUGUR_ERRNO_SAVE;
 	int ok = 1;
 	if (off == 0 && len >= t->size) {
 		/* A fault past a shrunk file's end is EFAULT here, not SIGBUS. */
 		while (ok && t->next < t->size) {
 			ssize_t w = pwrite(t->fd, (const char *)map + t->next, t->size - t->next,
-					   AUGUR_TEE_DATA + (off_t)t->next);
+					   (off_t)t->next);
 			ok = w > 0;
 			if (ok)
 				t->next += (uint64_t)w;
@@ -412,7 +420,7 @@ AUGUR_HIDDEN int augur_tee_map(int fd, const void *map, off_t off, size_t len)
 			ssize_t r = REAL(pread64) ? augur_real.pread64(fd, buf, want, (off64_t)t->next) : -1;
 			if (r < 0 && errno == EINTR)
 				continue;
-			ok = r > 0 && pwrite(t->fd, buf, (size_t)r, AUGUR_TEE_DATA + (off_t)t->next) == r;
+			ok = r > 0 && pwrite(t->fd, buf, (size_t)r, (off_t)t->next) == r;
 			if (ok)
 				t->next += (uint64_t)r;
 		}

@@ -137,13 +137,12 @@ type job struct {
 	filled *filled // the caller has the bytes (FetchFilled), or nil
 }
 
-// filled is a copy whose bytes the caller has: fill writes them, read
-// from the file as st describes it, when the guard's token was token.
+// filled is a copy whose bytes the caller has, read when the guard's
+// token was token: publish puts them in a tier (commit brackets the
+// rename, see Guard).
 type filled struct {
-	st    *unix.Stat_t
-	link  bool
-	token uint64
-	fill  func(dst *os.File) (int64, error)
+	token   uint64
+	publish func(tier *tiering.Tree, commit tiering.Commit) (int64, error)
 }
 
 // New starts the workers, as many as all tiers have copy threads. used[i]
@@ -215,20 +214,19 @@ func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source
 	return true
 }
 
-// FetchFilled publishes a copy of path whose bytes the caller has (a
-// reader's tee: fill writes them into dst from its start and returns how
-// many), at once, in the fastest tier with room, on the caller's
-// goroutine, and returns when its Result is delivered. st is the file's
-// stat as the bytes were read (link: its path ends in a symlink), token
-// the guard's Begin of that moment (the reader's): the copy is published
-// only if the guard's token did not move (Guard.Commit); the shared
-// filesystem is not asked again (tiering.Tree.PublishRead). A
-// tier that fails it does not pass it to the next: the caller's bytes
-// are not kept. FetchFilled reports whether it made the copy (false:
-// already pending, no tier with room, or the pool is closed; no Result
-// then).
-func (p *Pool) FetchFilled(ctx context.Context, path string, st *unix.Stat_t, link bool, token uint64, fill func(dst *os.File) (int64, error)) bool {
-	j := job{path: path, size: st.Size, filled: &filled{st: st, link: link, token: token, fill: fill}}
+// FetchFilled publishes a copy of path, of size bytes, that the caller
+// has (a reader's tee), at once, in the fastest tier with room, on the
+// caller's goroutine, and returns when its Result is delivered. publish
+// puts the bytes in the tier it is given (tiering.Tree.PublishFile),
+// calling commit to rename them into place; token is the guard's Begin of
+// the moment the bytes were read (the reader's open): the copy is
+// published only if it did not move (Guard.Commit). A tier that fails it
+// does not pass it to the next: the caller's bytes are not kept.
+// FetchFilled reports whether it made the copy (false: already pending,
+// no tier with room, or the pool is closed; no Result then, and publish
+// is not called).
+func (p *Pool) FetchFilled(ctx context.Context, path string, size int64, token uint64, publish func(tier *tiering.Tree, commit tiering.Commit) (int64, error)) bool {
+	j := job{path: path, size: size, filled: &filled{token: token, publish: publish}}
 	if !p.admitNow(ctx, &j) {
 		return false
 	}
@@ -496,7 +494,7 @@ func (p *Pool) publishFilled(tier *tiering.Tree, path string, f *filled) (int64,
 			return p.guard.Commit(path, f.token, rename, remove)
 		}
 	}
-	return tier.PublishRead(path, f.st, f.link, f.fill, commit)
+	return f.publish(tier, commit)
 }
 
 // copyIn publishes j's file in tier from the Source if it fills it, else

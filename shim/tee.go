@@ -9,12 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/augur-hpc/augur/tiering"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,23 +123,35 @@ func (r *reactive) onUnteed(ev Event) {
 	r.queue(ev.Path)
 }
 
-// adoptTee publishes the tee file name as the copy of path.
+// adoptTee publishes the tee file name as the copy of path: moved into
+// the tier where it is on the tee's filesystem (tiering.PublishFile).
 func (r *reactive) adoptTee(path, name string) {
 	f, hd, err := openTee(name)
 	if err != nil {
 		r.l.log.Debug().Msgf("tee of %s: %v", path, err)
+		os.Remove(name)
 		r.known.Delete(path) // a later open copies it
 		r.l.seg.clearCopying(path)
 		return
 	}
 	defer f.Close()
 	st := hd.stat()
-	fill := func(dst *os.File) (int64, error) {
-		return io.Copy(dst, io.NewSectionReader(f, C.AUGUR_TEE_DATA, st.Size))
+	link := hd.link != 0 && isLink(path)
+	dir, err := unix.Open(filepath.Dir(name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(name)
+		r.known.Delete(path)
+		r.l.seg.clearCopying(path)
+		return
+	}
+	defer unix.Close(dir)
+	publish := func(tier *tiering.Tree, commit tiering.Commit) (int64, error) {
+		return tier.PublishFile(path, &st, link, dir, filepath.Base(name), f, commit)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
 	defer cancel()
-	if !r.pool.FetchFilled(ctx, path, &st, hd.link != 0 && isLink(path), uint64(hd.gen), fill) {
+	if !r.pool.FetchFilled(ctx, path, st.Size, uint64(hd.gen), publish) {
+		os.Remove(name)
 		r.known.Delete(path)
 		r.l.seg.clearCopying(path)
 		if !r.fits(st.Size) {
@@ -158,15 +170,14 @@ func isLink(path string) bool {
 // teeHeader is struct augur_tee_header.
 type teeHeader C.struct_augur_tee_header
 
-// openTee opens and removes a tee file and checks it: this user's
-// (the directory is private), its header augur's, its length the header's
-// size past the data's offset.
+// openTee opens a tee file for writing (it is cut to the file's size
+// when published) and checks it: this user's (the directory is private),
+// its header augur's and where the file's size puts it.
 func openTee(name string) (*os.File, *teeHeader, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	os.Remove(name) // the descriptor keeps it
 	fail := func(why string) (*os.File, *teeHeader, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %s", name, why)
@@ -176,12 +187,16 @@ func openTee(name string) (*os.File, *teeHeader, error) {
 		return fail("not a regular file of this user")
 	}
 	hd := new(teeHeader)
-	b := unsafe.Slice((*byte)(unsafe.Pointer(hd)), C.sizeof_struct_augur_tee_header)
-	if _, err := f.ReadAt(b, 0); err != nil || hd.magic != C.AUGUR_TEE_MAGIC {
+	n := int64(C.sizeof_struct_augur_tee_header)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(hd)), n)
+	if st.Size < n {
 		return fail("no tee header")
 	}
-	if st.Size != C.AUGUR_TEE_DATA+int64(hd.size) {
-		return fail(fmt.Sprintf("holds %d bytes, not %d", st.Size-C.AUGUR_TEE_DATA, hd.size))
+	if _, err := f.ReadAt(b, st.Size-n); err != nil || hd.magic != C.AUGUR_TEE_MAGIC {
+		return fail("no tee header")
+	}
+	if at := (int64(hd.size) + 65535) &^ 65535; st.Size-n != at {
+		return fail(fmt.Sprintf("its header at %d, not at %d for %d bytes", st.Size-n, at, hd.size))
 	}
 	return f, hd, nil
 }

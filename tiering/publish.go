@@ -238,6 +238,57 @@ func (tr *Tree) PublishRead(source string, st *unix.Stat_t, link bool, fill func
 	return tr.publish(source, dir, leaf, st, func() bool { return link }, fill, nil, commit)
 }
 
+// PublishFile publishes as source's copy the file name in the directory
+// dirfd, open as f, whose first st.Size bytes are source's as st
+// describes it (a reader's tee: PublishRead's terms): it is cut to that
+// size and moved into the tier, where both are on one filesystem, without
+// a byte copied (the tee of a RAM tier's copy is the copy); otherwise it
+// is copied (PublishRead). Either way the name is gone from dirfd. The
+// caller must hold the tier's Lock.
+func (tr *Tree) PublishFile(source string, st *unix.Stat_t, link bool, dirfd int, name string, f *os.File, commit Commit) (int64, error) {
+	dir, leaf, err := copyRel(source)
+	if err != nil {
+		unix.Unlinkat(dirfd, name, 0)
+		return 0, err
+	}
+	tmpfd, err := tr.dir(tmpDir, false)
+	if err != nil {
+		unix.Unlinkat(dirfd, name, 0)
+		return 0, &TierError{err}
+	}
+	defer unix.Close(tmpfd)
+	tmp := tempName()
+	if err := unix.Renameat2(dirfd, name, tmpfd, tmp, unix.RENAME_NOREPLACE); err != nil {
+		unix.Unlinkat(dirfd, name, 0)
+		if !errors.Is(err, unix.EXDEV) {
+			return 0, &TierError{err}
+		}
+		return tr.PublishRead(source, st, link, func(dst *os.File) (int64, error) {
+			return io.Copy(dst, io.NewSectionReader(f, 0, st.Size))
+		}, commit)
+	}
+	fd := int(f.Fd())
+	err = unix.Ftruncate(fd, st.Size)
+	if err == nil {
+		err = finish(tmpfd, tmp, fd, link, st, tr.Fsync)
+	}
+	if err != nil {
+		unix.Unlinkat(tmpfd, tmp, 0)
+		return 0, &TierError{err}
+	}
+	rename := func() error { return tr.rename(tmpfd, tmp, dir, leaf) }
+	if commit == nil {
+		err = rename()
+	} else {
+		err = commit(rename, func() { tr.Remove(source) })
+	}
+	if err != nil {
+		unix.Unlinkat(tmpfd, tmp, 0) // ENOENT if commit renamed it and took it back
+		return 0, err
+	}
+	return st.Size, nil
+}
+
 // publish is the protocol shared by Publish and PublishFrom: source's
 // copy goes to files/dir/leaf, st is source's stat when the copy began,
 // link says whether source ends in a symlink, fill writes the bytes and
@@ -279,13 +330,18 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() b
 	return n, nil
 }
 
+// tempName is a fresh name for a copy in the making in tmp/.
+func tempName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "copy-" + hex.EncodeToString(b[:])
+}
+
 // createTemp creates a new file in the directory dirfd (named dir),
 // exclusively and without following a symlink.
 func createTemp(dirfd int, dir string) (*os.File, error) {
 	for {
-		var b [8]byte
-		rand.Read(b[:])
-		name := "copy-" + hex.EncodeToString(b[:])
+		name := tempName()
 		fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
@@ -307,7 +363,7 @@ func fillTemp(tmpfd int, tmp *os.File, fill func(*os.File) (int64, error), link 
 		err = holds(tmp, n)
 	}
 	if err == nil {
-		if err = finish(tmpfd, tmp, link(), st, sync); err != nil {
+		if err = finish(tmpfd, filepath.Base(tmp.Name()), int(tmp.Fd()), link(), st, sync); err != nil {
 			err = &TierError{err}
 		}
 	}
@@ -434,8 +490,7 @@ func clearDirect(f *os.File) error {
 // it reports them, except set-id bits and write permission for group and
 // others: a copy is never anyone else's to change (the data plane serves
 // none that is).
-func finish(tmpfd int, tmp *os.File, link bool, src *unix.Stat_t, sync bool) error {
-	fd := int(tmp.Fd())
+func finish(tmpfd int, name string, fd int, link bool, src *unix.Stat_t, sync bool) error {
 	if err := unix.Fchmod(fd, src.Mode&0o755); err != nil {
 		return err
 	}
@@ -444,11 +499,11 @@ func finish(tmpfd int, tmp *os.File, link bool, src *unix.Stat_t, sync bool) err
 		unix.Fsetxattr(fd, LinkXattr, []byte{1}, 0)
 	}
 	times := []unix.Timespec{src.Atim, src.Mtim}
-	if err := unix.UtimesNanoAt(tmpfd, filepath.Base(tmp.Name()), times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.UtimesNanoAt(tmpfd, name, times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
 	if sync {
-		return tmp.Sync()
+		return unix.Fsync(fd)
 	}
 	return nil
 }
