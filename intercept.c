@@ -1048,11 +1048,12 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 }
 
 /* augur_fd_before_read lets a descriptor of an original move to a copy
- * published since it last looked. One load and compare otherwise. */
+ * published since it last looked. One load and compare otherwise. A
+ * descriptor that tees makes its file's copy: there is none to move to. */
 AUGUR_HIDDEN void augur_fd_before_read(int fd)
 {
 	if (fd >= 0 && fd < FD_MAX && fdtab[fd].kind == FD_FILE && fdtab[fd].tier < 0 &&
-	    fdtab[fd].gen != publish_gen())
+	    !fdtab[fd].slot && fdtab[fd].gen != publish_gen())
 		augur_migrate(fd);
 }
 

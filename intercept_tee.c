@@ -99,12 +99,19 @@ static struct tee *locked(int fd)
 	}
 }
 
-/* unbind clears the fdtab slots of t's descriptors: it ended. */
+/* unbind clears the fdtab slots of t's descriptors: it ended. They look
+ * for a copy to move to only after the next publication: the leader has
+ * yet to publish this tee's. */
 static void unbind(struct tee *t)
 {
-	for (int i = 0; i < t->nfds; i++)
-		if (augur_fdtab[t->fds[i]].slot == (uint16_t)(t - tees) + 1)
-			augur_fdtab[t->fds[i]].slot = 0;
+	uint32_t gen = (uint32_t)__atomic_load_n(&augur_seg()->leader.publish_gen, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < t->nfds; i++) {
+		struct fd_entry *e = &augur_fdtab[t->fds[i]];
+		if (e->slot == (uint16_t)(t - tees) + 1) {
+			e->slot = 0;
+			e->gen = gen;
+		}
+	}
 	t->nfds = 0;
 }
 
