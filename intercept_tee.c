@@ -81,10 +81,12 @@ static int shares(struct tee *t, int fd)
 
 /* locked is fd's tee, held (busy), or NULL if it has none or it ended.
  * Another thread holds it only to write one read's bytes: this one waits
- * its turn rather than leave a gap. */
+ * its turn rather than leave a gap, but not forever (a signal handler
+ * that reads the descriptor would wait for the thread it interrupted):
+ * then NULL, and the gap its read leaves ends the tee later. */
 static struct tee *locked(int fd)
 {
-	for (;;) {
+	for (int tries = 0; tries < 100000; tries++) {
 		struct tee *t = tee_of(fd);
 		uint32_t free_ = 0;
 		if (!t)
@@ -97,6 +99,7 @@ static struct tee *locked(int fd)
 			return t;
 		__atomic_store_n(&t->busy, 0, __ATOMIC_RELEASE); /* ended meanwhile */
 	}
+	return NULL;
 }
 
 /* unbind clears the fdtab slots of t's descriptors: it ended. They look
@@ -270,7 +273,10 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
  * read of the descriptor ran at the same time, in this process: none
  * under way when it began (inflight) and none begun since (starts).
  * Otherwise the tee is abandoned. (A forked child would share the offset
- * unseen: a fork abandons the parent's tees, augur_tee_before_fork.)
+ * unseen: a fork abandons the parent's tees, augur_tee_before_fork. A
+ * child spawned without fork handlers, posix_spawn or vfork, that inherits
+ * the descriptor and reads it while the parent does is not seen: such a
+ * pair reads from one offset at random without augur too.)
  */
 AUGUR_HIDDEN uint64_t augur_tee_enter(int fd)
 {
