@@ -135,3 +135,40 @@ func sameFile(t *testing.T, copy, orig string) {
 		t.Errorf("the copy of %s (%d bytes) is not its bytes (%d)", orig, len(c), len(o))
 	}
 }
+
+// A reader killed in the middle of its tee (it exits without closing)
+// leaves no trace the job trips on: the leader frees the file's slot and
+// removes the tee file within its reap interval, and the next reader of
+// the file tees it afresh and makes the copy.
+func TestTeeOfAReaderThatDiedIsReaped(t *testing.T) {
+	c := NewCase(t)
+	reactiveOverPFS(t, c, true)
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("died", 2, int(ra)-1000)
+	probe, f := onPFS(c, files[0]), onPFS(c, files[1])
+	job := "tee-died-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	script := `
+import glob, hashlib, os, subprocess, sys, time
+open(sys.argv[1], "rb").read()  # the first open asks for its copy: the client is learnt
+subprocess.run([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.read(fd, 1000); os._exit(0)", sys.argv[2]], check=True)
+tees = sys.argv[3] + "/*"
+deadline = time.time() + 10
+while glob.glob(tees) and time.time() < deadline:
+    time.sleep(0.05)
+print("left", len(glob.glob(tees)))
+print(hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest())
+`
+	out, _ := c.AugurRun("--", Python, "-c", script, probe, f, filepath.Join("/dev/shm", fmt.Sprintf("augur.%d.%s", os.Geteuid(), job), "tee"))
+	b, err := os.ReadFile(files[1])
+	must(t, err)
+	if want := fmt.Sprintf("left 0\n%x\n", sha256.Sum256(b)); out != want {
+		t.Fatalf("printed\n%s\nwant\n%s", out, want)
+	}
+	st := jobStats(t, c, job)
+	t.Logf("teed %d, abandoned %d, copies %d", st.Teed, st.Untee, st.Copies)
+	if st.Teed != 1 {
+		t.Errorf("%d tees ended: want the second reader's", st.Teed)
+	}
+	sameFile(t, c.CopyOf(c.RAM, f), files[1])
+}
