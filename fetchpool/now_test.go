@@ -2,6 +2,8 @@ package fetchpool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -136,5 +138,39 @@ func TestFetchOpenedReturnsWithTheCopyPlaced(t *testing.T) {
 	}
 	if err := src.File.Close(); err == nil {
 		t.Error("the source is still open")
+	}
+}
+
+// A copy whose bytes the caller has (a reader's tee) is published only if
+// the guard gives the token of the moment they were read: with another,
+// the file changed since, and publish is not called; with it, publish
+// runs within the guard's commit, and the tier's account holds the copy.
+func TestFetchFilledOnlyWithTheReadersToken(t *testing.T) {
+	files, dir := world(t, 1, 1000)
+	for _, token := range []uint64{6, 7} { // fakeGuard.Begin gives 7
+		tr := tier(t, filepath.Join(dir, fmt.Sprintf("ram%d", token)), 1<<20)
+		var results []Result
+		p := New([]*tiering.Tree{tr}, []int64{0}, func(r Result) { results = append(results, r) })
+		g := &fakeGuard{begin: true, keep: true}
+		p.Guard(g)
+		called := false
+		publish := func(tier *tiering.Tree, commit tiering.Commit) (int64, error) {
+			called = true
+			return 1000, commit(func() error { return nil }, func() {})
+		}
+		if !p.FetchFilled(context.Background(), files[0], 1000, token, publish) {
+			t.Fatalf("token %d: FetchFilled refused", token)
+		}
+		p.Close()
+		stale := token != 7
+		if len(results) != 1 || called == stale || errors.Is(results[0].Err, ErrHeld) != stale {
+			t.Errorf("token %d: publish called %v, results %+v; want it called only with the guard's token 7, else ErrHeld", token, called, results)
+		}
+		if used := p.Tiers()[0].Used; (used == 1000) == stale {
+			t.Errorf("token %d: the tier's account holds %d bytes", token, used)
+		}
+		if !stale && (len(g.kept) != 1 || g.kept[0] != 7) {
+			t.Errorf("the guard committed tokens %v, want [7]", g.kept)
+		}
 	}
 }

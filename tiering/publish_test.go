@@ -239,3 +239,58 @@ func TestCommitPutsTheCopyInPlace(t *testing.T) {
 		}
 	}
 }
+
+// A reader's tee is published by moving it into the tier where both are
+// on one filesystem (the copy is the tee's inode, cut to the source's
+// size: what follows it, the tee's header, is gone), and by a copy where
+// they are not; either way the tee's name is gone and the copy carries
+// the source's bytes, mode and times.
+func TestPublishFileMovesOrCopiesTheTee(t *testing.T) {
+	data := bytes.Repeat([]byte("tee!"), 5000)
+	for _, teeDir := range []string{"", "/dev/shm"} { // "": the tier's filesystem
+		tier, p, st := fromSource(t, data)
+		dir := teeDir
+		if dir == "" {
+			dir = filepath.Dir(tier.Path)
+		}
+		dir, err := os.MkdirTemp(dir, "tee")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		name := filepath.Join(dir, "1.1")
+		write(t, name, append(append([]byte{}, data...), []byte("header")...))
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var tst unix.Stat_t
+		unix.Fstat(int(f.Fd()), &tst)
+		dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(dirfd)
+		n, err := tier.PublishFile(p, st, false, dirfd, "1.1", f, nil)
+		if err != nil || n != int64(len(data)) {
+			t.Fatalf("tee in %s: PublishFile = %d, %v; want %d bytes", dir, n, err, len(data))
+		}
+		cp, _ := CopyPath(tier.Path, p)
+		var cst unix.Stat_t
+		if got, err := os.ReadFile(cp); err != nil || !bytes.Equal(got, data) || unix.Stat(cp, &cst) != nil {
+			t.Fatalf("tee in %s: the copy is not the source's bytes (%v)", dir, err)
+		}
+		moved := cst.Ino == tst.Ino && cst.Dev == tst.Dev
+		if same := tst.Dev == tier.dev; moved != same {
+			t.Errorf("tee in %s: moved %v, want %v (one filesystem: %v)", dir, moved, same, same)
+		}
+		if cst.Mode&0o7777 != 0o640 || cst.Mtim != st.Mtim {
+			t.Errorf("tee in %s: copy mode %o mtime %v; want 0640 %v", dir, cst.Mode&0o7777, cst.Mtim, st.Mtim)
+		}
+		if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("tee in %s: the tee's name is still there (%v)", dir, err)
+		}
+		noTemp(t, tier)
+	}
+}
