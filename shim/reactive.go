@@ -229,10 +229,13 @@ func (r *reactive) copyNow(path string) {
 	// a revalidator to the shared filesystem.
 	src.Placed = func() {
 		r.l.copied(path)
-		r.l.seg.clearCopying(path)
 		if probe {
+			// Before the reader wakes: its next open is to follow
+			// what the first copy found (it asked again when it ran
+			// first, in a loaded fresh-ci).
 			r.learnClient(src)
 		}
+		r.l.seg.clearCopying(path)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
 	defer cancel()
