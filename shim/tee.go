@@ -135,6 +135,14 @@ func (r *reactive) adoptTee(path, name string) {
 		return
 	}
 	defer f.Close()
+	if tiering.LookupPath(r.l.open, path) >= 0 {
+		// A tier holds it already: the queue's copy after another
+		// reader's tee was abandoned. A second copy would hold the
+		// file twice.
+		os.Remove(name)
+		r.l.seg.clearCopying(path)
+		return
+	}
 	st := hd.stat()
 	link := hd.link != 0 && isLink(path)
 	dir, err := unix.Open(filepath.Dir(name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
