@@ -204,14 +204,7 @@ func (p *Pool) FetchNow(ctx context.Context, path string, size int64) bool {
 // no tier with room, or the pool is closed; no Result then). It closes
 // src.
 func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source) bool {
-	j := job{path: path, size: src.Stat.Size, src: src}
-	if !p.admitNow(ctx, &j) {
-		return false
-	}
-	defer p.wg.Done()
-	p.copy(j)
-	<-p.now
-	return true
+	return p.copyHere(ctx, job{path: path, size: src.Stat.Size, src: src})
 }
 
 // FetchFilled publishes a copy of path, of size bytes, that the caller
@@ -226,7 +219,12 @@ func (p *Pool) FetchOpened(ctx context.Context, path string, src *tiering.Source
 // no tier with room, or the pool is closed; no Result then, and publish
 // is not called).
 func (p *Pool) FetchFilled(ctx context.Context, path string, size int64, token uint64, publish func(tier *tiering.Tree, commit tiering.Commit) (int64, error)) bool {
-	j := job{path: path, size: size, filled: &filled{token: token, publish: publish}}
+	return p.copyHere(ctx, job{path: path, size: size, filled: &filled{token: token, publish: publish}})
+}
+
+// copyHere makes j's copy at once on the caller's goroutine, once
+// admitted (admitNow), and reports whether it was.
+func (p *Pool) copyHere(ctx context.Context, j job) bool {
 	if !p.admitNow(ctx, &j) {
 		return false
 	}
