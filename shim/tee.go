@@ -126,12 +126,19 @@ func (r *reactive) onUnteed(ev Event) {
 // adoptTee publishes the tee file name as the copy of path: moved into
 // the tier where it is on the tee's filesystem (tiering.PublishFile).
 func (r *reactive) adoptTee(path, name string) {
+	// drop removes the tee and frees the file's slot; forget, a later
+	// open copies the file.
+	drop := func(forget bool) {
+		os.Remove(name)
+		if forget {
+			r.known.Delete(path)
+		}
+		r.l.seg.clearCopying(path)
+	}
 	f, hd, err := openTee(name)
 	if err != nil {
 		r.l.log.Debug().Msgf("tee of %s: %v", path, err)
-		os.Remove(name)
-		r.known.Delete(path) // a later open copies it
-		r.l.seg.clearCopying(path)
+		drop(true)
 		return
 	}
 	defer f.Close()
@@ -139,17 +146,14 @@ func (r *reactive) adoptTee(path, name string) {
 		// A tier holds it already: the queue's copy after another
 		// reader's tee was abandoned. A second copy would hold the
 		// file twice.
-		os.Remove(name)
-		r.l.seg.clearCopying(path)
+		drop(false)
 		return
 	}
 	st := hd.stat()
 	link := hd.link != 0 && isLink(path)
 	dir, err := unix.Open(filepath.Dir(name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		os.Remove(name)
-		r.known.Delete(path)
-		r.l.seg.clearCopying(path)
+		drop(true)
 		return
 	}
 	defer unix.Close(dir)
@@ -159,9 +163,7 @@ func (r *reactive) adoptTee(path, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestWait)
 	defer cancel()
 	if !r.pool.FetchFilled(ctx, path, st.Size, uint64(hd.gen), publish) {
-		os.Remove(name)
-		r.known.Delete(path)
-		r.l.seg.clearCopying(path)
+		drop(true)
 		if !r.fits(st.Size) {
 			r.stopWaiting()
 		}
