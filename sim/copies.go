@@ -244,7 +244,7 @@ func (r *runner) begin(i, target, k int, f, g int32, size, t float64) float64 {
 	}
 	land := r.pfsCopy(t, size, 1) + size/r.cfg.Tiers[target].Bandwidth
 	ns.free[k] = inf
-	r.push(event{t: land, kind: evCopy, a: int32(i), b: int32(target), c: int32(k)})
+	r.at(land, evCopy, i, k)
 	return land
 }
 
@@ -370,9 +370,9 @@ func (r *runner) roomIn(ns *nodeState, size int64) int {
 	return -1
 }
 
-// copied frees thread k of tier b of node i's prefetcher, whose copy from
-// the PFS landed, and lets the prefetcher go on.
-func (r *runner) copied(i, b, k int, t float64) {
+// copied frees thread k of node i's prefetcher, whose copy from the PFS
+// landed, and lets the prefetcher go on.
+func (r *runner) copied(i, k int, t float64) {
 	r.nodes[i].free[k] = t
 	r.prefetch(i, t)
 }

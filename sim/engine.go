@@ -17,8 +17,8 @@ const (
 	evRead    = iota // worker a reads on in its batch
 	evReady          // worker a's batch b is ready
 	evCompute        // rank a finished computing its step
-	evCopy           // node a's prefetcher's copy from the PFS into tier b landed (c: its thread)
-	evWait           // node a's copy of local file b waits for the node that holds it (c: its thread)
+	evCopy           // node a's prefetcher's copy from the PFS on its thread b landed
+	evWait           // node a's copy on its thread b waits for the node that holds its file (see waiting)
 	evPool           // node a's prefetcher looks again (a thread of it is free, or a copy may begin)
 )
 
@@ -65,6 +65,9 @@ type runner struct {
 	// keeps its copy (placed, not staged), and those of them whose copy
 	// has landed (known at the first look after it did).
 	placed, landed bits
+	// waiting (clairvoyant+peers) is, per thread of every node's copy
+	// pool, the copy that waits on it for its holder (see waitAt).
+	waiting []wait
 	// owns (hvac) are the files whose owner's copy has landed (known at
 	// the first look after it did; see ownerLand).
 	owns bits
@@ -73,6 +76,12 @@ type runner struct {
 	epochStart      float64
 	cur             *EpochStats
 	Epochs          []EpochStats
+}
+
+// wait is a copy of local file f that waits for its holder since since.
+type wait struct {
+	f     int32
+	since float64
 }
 
 type nodeState struct {
@@ -212,6 +221,7 @@ func newRunner(j *job, pol string) *runner {
 	}
 	r.workers = make([]workerState, cfg.Nodes*R*W)
 	if r.peer {
+		r.waiting = make([]wait, cfg.Nodes*threads)
 		r.holdLand = infs(len(j.ds.sizes))
 		r.placed, r.landed = newBits(len(j.ds.sizes)), newBits(len(j.ds.sizes))
 	}
@@ -250,20 +260,18 @@ func infs(n int) []float64 {
 	return s
 }
 
+// at schedules an event of kind at t: not due before the PFS's pipe is
+// free, if it is later (see queue).
 func (r *runner) at(t float64, kind uint8, a, b int) {
-	r.push(event{t: t, kind: kind, a: int32(a), b: int32(b)})
-}
-
-// push schedules e: not due before the PFS's pipe is free, if it is
-// later (see queue).
-func (r *runner) push(e event) {
 	r.seq++
-	e.seq = r.seq
-	r.q.push(e, min(e.t, r.pfsFree))
+	r.q.push(event{t: t, key: r.seq<<kindBits | uint64(kind), a: int32(a), b: int32(b)}, min(t, r.pfsFree))
 }
 
-func (r *runner) waitAt(t float64, node int, f int32, thread int, since float64) {
-	r.push(event{t: t, kind: evWait, a: int32(node), b: f, c: int32(thread), since: since})
+// waitAt has node's copy of local file f on thread k, waiting for its
+// holder since since, look again at t.
+func (r *runner) waitAt(t float64, node int, f int32, k int, since float64) {
+	r.waiting[node*len(r.nodes[node].free)+k] = wait{f, since}
+	r.at(t, evWait, node, k)
 }
 
 // run simulates every epoch.
@@ -275,7 +283,7 @@ func (r *runner) run() []EpochStats {
 			break
 		}
 		r.now = ev.t
-		switch ev.kind {
+		switch ev.kind() {
 		case evRead:
 			r.readOn(int(ev.a), ev.t)
 		case evReady:
@@ -283,9 +291,11 @@ func (r *runner) run() []EpochStats {
 		case evCompute:
 			r.computed(ev.t)
 		case evCopy:
-			r.copied(int(ev.a), int(ev.b), int(ev.c), ev.t)
+			r.copied(int(ev.a), int(ev.b), ev.t)
 		case evWait:
-			r.awaitHolder(int(ev.a), ev.b, int(ev.c), ev.since, ev.t)
+			i, k := int(ev.a), int(ev.b)
+			w := r.waiting[i*len(r.nodes[i].free)+k]
+			r.awaitHolder(i, w.f, k, w.since, ev.t)
 		case evPool:
 			if ns := &r.nodes[ev.a]; ns.poolAt == ev.t {
 				ns.poolAt = inf

@@ -17,7 +17,7 @@ func TestQueueOrder(t *testing.T) {
 	now, free := 0.0, 0.0
 	schedule := func() {
 		seq++
-		e := event{t: now + rng.Float64()*0.01, seq: seq}
+		e := event{t: now + rng.Float64()*0.01, key: seq << kindBits}
 		if rng.IntN(3) == 0 { // due when a read of the pipe is done
 			free = max(free, now) + rng.Float64()*0.002
 			e.t = free + rng.Float64()*0.003
@@ -56,8 +56,8 @@ func TestQueueOrder(t *testing.T) {
 		t.Fatalf("%d events out, %d in", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].seq != want[i].seq {
-			t.Fatalf("event %d: seq %d at %.6f, want seq %d at %.6f", i, got[i].seq, got[i].t, want[i].seq, want[i].t)
+		if got[i].key != want[i].key {
+			t.Fatalf("event %d: key %d at %.6f, want key %d at %.6f", i, got[i].key, got[i].t, want[i].key, want[i].t)
 		}
 	}
 }
