@@ -167,8 +167,11 @@ func newRunner(j *job, pol string) *runner {
 	for _, no := range j.nodes {
 		total += len(no.files)
 	}
-	fs := j.spareFiles(total) // one allocation for every node's, a finished policy's if any
-	r.fs = fs
+	var fs []file
+	if !r.direct { // pfs and perfect ask no file's state
+		fs = j.spareFiles(total) // one allocation for every node's, a finished policy's if any
+		r.fs = fs
+	}
 	var fetches []fetch
 	if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
 		fetches = j.spareFetches(len(j.nodes[0].reads) * cfg.Nodes)
@@ -184,8 +187,6 @@ func newRunner(j *job, pol string) *runner {
 	for i := range r.nodes {
 		no := j.nodes[i]
 		ns := &r.nodes[i]
-		n := len(no.files)
-		ns.fs, fs = fs[:n:n], fs[n:]
 		ns.reads = no.reads
 		var tier []int8
 		var peer []int16
@@ -196,6 +197,10 @@ func newRunner(j *job, pol string) *runner {
 			tier, peer = no.tierPeers, no.held
 		case "hvac":
 			peer = no.owner
+		}
+		if fs != nil {
+			n := len(no.files)
+			ns.fs, fs = fs[:n:n], fs[n:]
 		}
 		for f := range ns.fs {
 			fl := file{land: inf, size: no.size[f], tier: -1}

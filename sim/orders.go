@@ -69,7 +69,9 @@ func takeSpare[T any](spare *[][]T, n int) []T {
 func (j *job) release(r *runner) {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	j.spare.fs = append(j.spare.fs, r.fs)
+	if r.fs != nil {
+		j.spare.fs = append(j.spare.fs, r.fs)
+	}
 	if r.fetches != nil {
 		j.spare.fetches = append(j.spare.fetches, r.fetches)
 	}
