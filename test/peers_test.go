@@ -64,24 +64,24 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startPeerJob starts nodes nodes, node i running rank i of a
-// DistributedSampler over root (learn_job.py, 3 epochs), with a tier of
-// capacity bytes each and the extra variables env.
-func startPeerJob(t *testing.T, c *Case, root string, nodes int, capacity int64, env ...string) *peerJob {
-	return startJobOfNodes(t, c, root, nodes, capacity, jobOpts{env: env})
-}
-
 // jobOpts says how the nodes of a job meet.
 type jobOpts struct {
 	alone      bool     // no peers: each node works alone
 	rendezvous bool     // meet in a rendezvous directory, each on 127.0.0.1+i, any port, secret made there
 	env        []string // for every node
+	// sync has the nodes wait for each other at the end of each epoch,
+	// as DDP's steps keep a job's nodes together (else a node of these
+	// separate jobs may run ahead on the shared cores, and end while
+	// another still asks it for copies).
+	sync bool
 	// addrs, when set, are the peers list (instead of free ports on
 	// 127.0.0.1+i); listen[i], when set, is node i's listen address.
 	addrs, listen []string
 }
 
-// startJobOfNodes is startPeerJob with the nodes meeting as o says.
+// startJobOfNodes starts nodes nodes, node i running rank i of a
+// DistributedSampler over root (learn_job.py, 3 epochs), with a tier of
+// capacity bytes each, the nodes meeting as o says.
 func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int64, o jobOpts) *peerJob {
 	t.Helper()
 	addrs := o.addrs
@@ -90,13 +90,19 @@ func startJobOfNodes(t *testing.T, c *Case, root string, nodes int, capacity int
 	}
 	secret := randHex(16)
 	jobID := "peers-" + randHex(6)
+	args := job(root, "plain", 3, "--workers", "2", "--batch", "8")
+	if o.sync {
+		d := filepath.Join(c.Dir, "sync-"+jobID)
+		must(t, os.MkdirAll(d, 0o755))
+		args = append(args, "--sync", d)
+	}
 	j := &peerJob{}
 	for i := range nodes {
 		dir := filepath.Join(c.Dir, fmt.Sprintf("%snode%d", map[bool]string{true: "alone-"}[o.alone], i))
 		n := &peerNode{out: dir + "/out", stat: dir + "/stat.json", tier: dir + "/ram"}
 		must(t, os.MkdirAll(n.tier, 0o755))
 		var run []string
-		for _, a := range append([]string{Augur, "run", "--"}, job(root, "plain", 3, "--workers", "2", "--batch", "8")...) {
+		for _, a := range append([]string{Augur, "run", "--"}, args...) {
 			run = append(run, shellQuote(a))
 		}
 		script := fmt.Sprintf("mount -t tmpfs tmpfs /dev/shm && %s >%s 2>%s; rc=$?; %s stat --json --job %s >%s; exit $rc",
@@ -198,7 +204,7 @@ func TestPeersReadTheSharedFilesystemOnce(t *testing.T) {
 	// A peer that holds the file is always asked: the test is about
 	// what the plan knows, not about the model's choice of the faster
 	// source on a machine whose cores the three nodes share.
-	j := startPeerJob(t, c, root, 3, classes*per*size*4/10, "AUGUR_PEER_PFS_WEIGHT=1e6")
+	j := startJobOfNodes(t, c, root, 3, classes*per*size*4/10, jobOpts{sync: true, env: []string{"AUGUR_PEER_PFS_WEIGHT=1e6"}})
 	for i := range j.nodes {
 		if err := j.wait(t, i); err != nil {
 			b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "err"))

@@ -17,6 +17,10 @@ read shuffled every epoch, then ROOT/val in order). Options:
     --spawn N         torch.multiprocessing.spawn of N ranks that learn
                       their rank and the world size in code only
                       (init_process_group with a file store)
+    --sync DIR        at the end of each epoch, wait for every rank to end
+                      it (files in DIR, shared by the ranks): the step
+                      that DDP's all-reduce makes of a job's nodes, for the
+                      tests whose nodes run as separate jobs
 Without --spawn the rank and world size come from the environment as
 torch.distributed's env:// would read them (RANK, WORLD_SIZE), else SLURM's
 (SLURM_PROCID, SLURM_NTASKS).
@@ -58,6 +62,16 @@ def loader(root, sampler_args, args, shuffle):
     return sampler, dl
 
 
+def sync(d, epoch, rank, world):
+    """Waits, at most two minutes, until every rank has ended epoch."""
+    open(os.path.join(d, "e%d.r%d" % (epoch, rank)), "w").close()
+    deadline = time.monotonic() + 120
+    while sum(os.path.exists(os.path.join(d, "e%d.r%d" % (epoch, r))) for r in range(world)) < world:
+        if time.monotonic() > deadline:
+            sys.exit("sync: not every rank of %d ended epoch %d in two minutes" % (world, epoch))
+        time.sleep(0.01)
+
+
 def train(args, sampler_args, out):
     if args.layout == "imagenet":
         train_root, val_root = os.path.join(args.root, "train"), os.path.join(args.root, "val")
@@ -76,6 +90,8 @@ def train(args, sampler_args, out):
                 for d in batch:
                     out.write("val %s\n" % d)
                 time.sleep(args.compute_ms / 3000)  # a forward pass
+        if args.sync:
+            sync(args.sync, e, sampler_args["rank"], sampler_args["num_replicas"])
     out.flush()
 
 
@@ -97,7 +113,10 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--spawn", type=int, default=0)
     p.add_argument("--compute-ms", type=float, default=0)
+    p.add_argument("--sync")
     args = p.parse_args()
+    if args.sync and args.spawn:
+        p.error("--sync is for ranks started as separate jobs, not --spawn")
     if args.spawn:
         with tempfile.TemporaryDirectory() as d:
             args.out = d
