@@ -23,12 +23,11 @@ import "math"
 // must wait for its holder, begins at its own time, in the PFS's time
 // order: the walk stops and an event takes it up.
 func (r *runner) prefetch(i int, t float64) {
-	switch r.pol {
-	case "clairvoyant", "clairvoyant+peers", "staging":
-	case "reactive", "hvac":
+	switch {
+	case r.copyOnRead:
 		r.copyQueued(i, t)
 		return
-	default:
+	case !r.prefetching:
 		return
 	}
 	ns, no := &r.nodes[i], r.j.nodes[i]

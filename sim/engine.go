@@ -34,13 +34,16 @@ var inf = math.Inf(1)
 type runner struct {
 	j    *job
 	cfg  *Config
-	pol  string
 	peer bool // clairvoyant+peers
 	// direct: every read from the PFS (pfs) or the first tier (perfect);
-	// copyOnRead: a copy made on a read's miss (reactive, hvac).
-	direct, copyOnRead bool
-	q                  queue
-	seq                uint64
+	// copyOnRead: a copy made on a read's miss (reactive, hvac);
+	// prefetching: a prefetcher walks ahead of the ranks (staging and the
+	// clairvoyant policies). Asked at every read and step: flags, not
+	// the policy's name.
+	perfect, direct, copyOnRead, prefetching bool
+
+	q   queue
+	seq uint64
 
 	pfsFree float64
 	gamma   int // readers with a PFS read in flight
@@ -157,9 +160,11 @@ type EpochStats struct {
 
 func newRunner(j *job, pol string) *runner {
 	cfg := j.cfg
-	r := &runner{j: j, cfg: cfg, pol: pol, peer: pol == "clairvoyant+peers",
-		direct: pol == "pfs" || pol == "perfect", copyOnRead: pol == "reactive" || pol == "hvac",
-		in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes)}
+	r := &runner{j: j, cfg: cfg, in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes),
+		peer: pol == "clairvoyant+peers", perfect: pol == "perfect",
+		direct:      pol == "pfs" || pol == "perfect",
+		copyOnRead:  pol == "reactive" || pol == "hvac",
+		prefetching: pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging"}
 	R, W := cfg.RanksPerNode, cfg.Loop.Workers
 	r.nb = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
 	r.nodes = make([]nodeState, cfg.Nodes)
@@ -173,7 +178,7 @@ func newRunner(j *job, pol string) *runner {
 		r.fs = fs
 	}
 	var fetches []fetch
-	if pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging" {
+	if r.prefetching {
 		fetches = j.spareFetches(len(j.nodes[0].reads) * cfg.Nodes)
 		r.fetches = fetches
 	}
@@ -390,7 +395,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		pre = size / r.cfg.Loop.PreprocessRate
 	}
 	if r.direct {
-		if r.pol == "perfect" {
+		if r.perfect {
 			return r.tierRead(0, c, size) + pre, false
 		}
 		if c > now {
