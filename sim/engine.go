@@ -280,9 +280,12 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 // waitAt has node's copy of local file f on thread k, waiting for its
 // holder since since, look again at t.
 func (r *runner) waitAt(t float64, node int, f int32, k int, since float64) {
-	r.waiting[node*len(r.nodes[node].free)+k] = wait{f, since}
+	*r.waitOn(node, k) = wait{f, since}
 	r.at(t, evWait, node, k)
 }
+
+// waitOn is the copy that waits on node's thread k for its holder.
+func (r *runner) waitOn(node, k int) *wait { return &r.waiting[node*len(r.nodes[node].free)+k] }
 
 // run simulates every epoch.
 func (r *runner) run() []EpochStats {
@@ -304,7 +307,7 @@ func (r *runner) run() []EpochStats {
 			r.copied(int(ev.a), int(ev.b), ev.t)
 		case evWait:
 			i, k := int(ev.a), int(ev.b)
-			w := r.waiting[i*len(r.nodes[i].free)+k]
+			w := r.waitOn(i, k)
 			r.awaitHolder(i, w.f, k, w.since, ev.t)
 		case evPool:
 			if ns := &r.nodes[ev.a]; ns.poolAt == ev.t {

@@ -13,6 +13,9 @@ type event struct {
 
 const kindBits = 3
 
+// Every kind fits in kindBits (else this constant overflows).
+const _ uint = 1<<kindBits - 1 - evPool
+
 func (e *event) kind() uint8 { return uint8(e.key & (1<<kindBits - 1)) }
 
 func (e *event) before(o *event) bool {
