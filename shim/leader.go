@@ -95,6 +95,11 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		wait = cfg.WaitMax // with no tier to copy into, nobody should wait for a copy
 	}
 	setU64(&seg.s.leader.wait_max, uint64(wait))
+	// A leader learns the shared filesystem's client afresh (learnClient):
+	// one that took over an existing job must not keep the last one's
+	// wait_min, under which small files never ask, and so never teach it.
+	setU64(&seg.s.leader.wait_min, 0)
+	setU64(&seg.s.leader.client_cache, 0)
 	if wait > 0 && l.peers == nil {
 		// On several nodes a node keeps the files it owns (HVAC), which
 		// a reader's tee of any file it reads would not respect.

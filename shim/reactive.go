@@ -264,8 +264,12 @@ func openWaited(path string, probe bool) (*tiering.Source, error) {
 // learnClient records, from src's bytes just copied through the client's
 // cache, whether the shared filesystem's client keeps a page cache, and
 // which first opens wait for their copy from then on; the others read
-// the original and tee the copy (intercept_tee.c), which costs the
-// shared filesystem nothing. A wait costs the reader the leader's
+// the original, and their copy costs the shared filesystem nothing: made
+// from the pages they left where the client caches (the queue's, at
+// once: off the reader's way, where a tee would have the reader write
+// every byte into memory once more, 1.02-1.04x no augur's time against
+// 0.98-1.02x in make bench's R1 with a page cache), their tee
+// (intercept_tee.c) where it does not. A wait costs the reader the leader's
 // hand-offs (0.15-0.3 ms a file here: make bench's R1, 128 KiB files,
 // 1.04-1.06x no augur's time when readers waited), and wins only where
 // the copy, read in parallel parts, beats the client's own requests one
@@ -296,11 +300,16 @@ func (r *reactive) learnClient(src *tiering.Source) {
 	tees := u64(&r.l.seg.s.leader.tee_max) > 0
 	switch {
 	case found == clientCaches && ra > 0 && (max <= 0 || ra < max):
+		setU64(&r.l.seg.s.leader.tee_max, 0)
 		setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
-		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and its copy is the reader's bytes or the pages they left; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
-	case found == clientCaches || tees:
+		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and its copy is made from the pages it left; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
+	case found == clientCaches:
+		setU64(&r.l.seg.s.leader.tee_max, 0)
 		setU64(&r.l.seg.s.leader.wait_max, 0)
-		r.l.log.Info().Bool("client_cache", found == clientCaches).Msg("first opens read the original, and each copy is the reader's bytes or the pages they left (each file is read once)")
+		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original, and each copy is made from the pages they left (each file is read once)")
+	case tees:
+		setU64(&r.l.seg.s.leader.wait_max, 0)
+		r.l.log.Info().Msg("the shared filesystem's client keeps no page cache: first opens read the original, and each copy is the reader's bytes (each file is read once)")
 	}
 	// Else (no cache, no tees: a job of several nodes) every first open
 	// of a file its node owns waits for its copy.

@@ -25,8 +25,10 @@ import (
 // order it sends EvTeed, and the leader publishes those bytes as the copy
 // (adoptTee), through the fetch pool, if the file did not change since the
 // reader's open. The shared filesystem then serves the file once, to the
-// reader, whether its client caches or not, and the reader waits for no
-// one. A reader that stopped short or read out of order sends EvUnteed,
+// reader, and the reader waits for no one. Readers tee until the leader
+// finds that the client keeps a page cache (learnClient): from then on
+// the leader copies from the pages the readers left, which spares them
+// the tee's writes. A reader that stopped short or read out of order sends EvUnteed,
 // and the file is copied as any read from its original.
 
 // teeDir is the directory of job's tees.

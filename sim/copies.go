@@ -430,12 +430,13 @@ func (r *runner) asks(size float64) bool {
 }
 
 // tees says whether the reader of a file of size bytes that did not wait
-// for its copy makes it (shim's tee: a job of one node, files of at most
-// wait_max bytes): the copy is the reader's bytes and lands as its read
-// ends.
+// for its copy makes it (shim's tee: a job of one node whose client keeps
+// no page cache, files of at most wait_max bytes): the copy is the
+// reader's bytes and lands as its read ends. (Where the client caches,
+// the leader copies from the pages the reader left: see copyOnMiss.)
 func (r *runner) tees(size float64) bool {
 	w := r.cfg.Reactive.WaitMax
-	return r.ownLand == nil && w > 0 && size <= float64(w)
+	return r.ownLand == nil && !r.cfg.PFS.ClientCache && w > 0 && size <= float64(w)
 }
 
 // copyOnMiss is the reactive policy's copy of a file a reader read from

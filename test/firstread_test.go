@@ -70,9 +70,10 @@ func TestReactiveFirstEpochReadsEachByteOnce(t *testing.T) {
 // and wait for, copies only of files larger than its read-ahead window
 // (the copy reads those in parallel parts; the open's stat is answered
 // from the client's attribute cache); a file within it the client reads
-// in one request, and its reader's reads make the copy (a tee). Where it
-// keeps none, no reader waits, and every one tees. Either way each byte
-// is served once and every file is copied, exactly.
+// in one request, and the leader copies it from the pages its reader
+// left (no tee: the copy's work is off the reader's way). Where it keeps
+// none, no reader waits, and every one tees. Either way each byte is
+// served once and every file is copied, exactly.
 func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(map[bool]string{true: "direct-io", false: "page-cache"}[direct], func(t *testing.T) {
@@ -90,11 +91,10 @@ func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 			if augur != plain {
 				t.Errorf("the shared filesystem served %d bytes with augur, %d without", augur, plain)
 			}
-			want, asked, min := "yes", uint64(6), uint64(ra)
+			want, asked, min, teed := "yes", uint64(6), uint64(ra), uint64(0)
 			if direct {
-				want, asked, min = "no", 1, 0
+				want, asked, min, teed = "no", 1, 0, uint64(len(files))-1
 			}
-			teed := uint64(len(files)) - asked
 			if st.ClientCache != want || st.Requested != asked || st.Teed != teed || st.WaitMin != min || st.Copies != uint64(len(files)) {
 				t.Errorf("client cache %q, %d opens asked for a copy, %d teed, wait_min %d, %d copies; want %q, %d, %d, %d, %d",
 					st.ClientCache, st.Requested, st.Teed, st.WaitMin, st.Copies, want, asked, teed, min, len(files))
@@ -103,6 +103,35 @@ func TestReactiveWaitsOnlyWhereTheCopyIsFaster(t *testing.T) {
 				sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
 			}
 		})
+	}
+}
+
+// A leader that takes over a job (the same AUGUR_JOB, run again) learns
+// the client afresh rather than keep the last leader's window: under it
+// files within the read-ahead never ask, so nothing would teach the new
+// leader the client, and their readers would tee where the leader copies
+// them from the pages they left. The second run's files are all small.
+func TestReactiveLeaderOfAJobRunAgainLearnsTheClient(t *testing.T) {
+	c := NewCase(t)
+	srv := reactiveOverPFS(t, c, false)
+	ra := mountReadAhead(t, c)
+	job := "again-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	firstEpoch(t, c, srv, "read", c.RandomFiles("large", 2, int(3*ra)))
+	if st := jobStats(t, c, job); st.ClientCache != "yes" || st.WaitMin != uint64(ra) {
+		t.Fatalf("first run: client cache %q, wait_min %d; want yes, %d", st.ClientCache, st.WaitMin, ra)
+	}
+	small := c.RandomFiles("small", 4, int(ra/2))
+	plain, augur := firstEpoch(t, c, srv, "read", small)
+	st := jobStats(t, c, job)
+	t.Logf("second run: %d bytes with augur, %d without; asked %d, teed %d, copies %d, client cache %q",
+		augur, plain, st.Requested, st.Teed, st.Copies, st.ClientCache)
+	if st.Teed != 0 || st.ClientCache != "yes" || st.WaitMin != uint64(ra) || augur != plain {
+		t.Errorf("second run: %d tees, client cache %q, wait_min %d, %d bytes served (%d without): want no tee, yes, %d, the same bytes",
+			st.Teed, st.ClientCache, st.WaitMin, augur, plain, ra)
+	}
+	for _, f := range small {
+		sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
 	}
 }
 

@@ -88,11 +88,11 @@ func printStats(w io.Writer, st shim.Stats) {
 	client := map[string]string{"yes": "keeps a page cache", "no": "keeps no page cache"}[st.ClientCache]
 	switch {
 	case client != "" && st.WaitMin > 0:
-		fmt.Fprintf(w, "the shared filesystem's client %s, with a read-ahead of %s: a first open of a file within it reads the original and its reads make the copy; a larger file's first open waits for its copy, read in parallel parts\n", client, shim.FormatSize(int64(st.WaitMin)))
+		fmt.Fprintf(w, "the shared filesystem's client %s, with a read-ahead of %s: a first open of a file within it reads the original and the copy is made from the pages it left; a larger file's first open waits for its copy, read in parallel parts\n", client, shim.FormatSize(int64(st.WaitMin)))
 	case st.ClientCache == "yes":
-		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first opens read the original and their reads make the copy\n")
+		fmt.Fprintf(w, "the shared filesystem's client keeps a page cache: first opens read the original and each copy is made from the pages they left\n")
 	case st.ClientCache == "no":
-		fmt.Fprintf(w, "the shared filesystem's client keeps no page cache: a first open waits for the copy, which reads the file once\n")
+		fmt.Fprintf(w, "the shared filesystem's client keeps no page cache: first opens read the original and their reads make the copy (or, on several nodes, wait for the copy of a file their node owns)\n")
 	}
 	switch {
 	case st.Policy == "clairvoyant" && st.Predicted == 0 && st.FellBack:
