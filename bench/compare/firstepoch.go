@@ -21,7 +21,7 @@ import (
 const (
 	r1Files  = 320
 	r1Size   = 128 << 10
-	r1Rounds = 3
+	r1Rounds = 5
 )
 
 // r1Modes are the PFS client's modes: page cache (dropped between

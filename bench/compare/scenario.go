@@ -179,7 +179,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 // firstRounds is how many times epoch 1 of no augur and of the reactive
 // policy run, interleaved: their difference is a few percent, and one run
 // of each (the table's) is not enough to tell it.
-const firstRounds = 3
+const firstRounds = 5
 
 // firstEpochPairs runs epoch 1 alone of pfs and augur-reactive, one after
 // the other, firstRounds times, into sr.
