@@ -31,7 +31,7 @@ func (r *runner) prefetch(i int, t float64) {
 		return
 	}
 	ns, no := &r.nodes[i], r.j.nodes[i]
-	reading := r.readingAt(i)
+	reading := r.reading()
 	limit := reading + r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode
 	last := t // when the walk's last copy began: the queue's order
 	for ns.q < len(ns.fetches) {
@@ -220,14 +220,10 @@ func (r *runner) awaitHolder(i int, f int32, k int, since, t float64) {
 	r.prefetch(i, t)
 }
 
-// readingAt is the read of node i's order its slowest rank is at.
-func (r *runner) readingAt(i int) int {
-	R := r.cfg.RanksPerNode
-	least := r.j.k
-	for k := i * R; k < (i+1)*R; k++ {
-		least = min(least, r.ranks[k].next*r.cfg.Loop.Batch)
-	}
-	return (r.e*r.j.k + least) * R
+// reading is the read of each node's order its ranks are at: the first
+// of the batch they compute next (every rank of the job is in step).
+func (r *runner) reading() int {
+	return (r.e*r.j.k + min(r.j.k, r.next*r.cfg.Loop.Batch)) * r.cfg.RanksPerNode
 }
 
 // begin makes a copy of node i's local file f (dataset file g) in tier

@@ -76,9 +76,12 @@ type runner struct {
 	owns bits
 
 	e, nb, arrivals int
-	epochStart      float64
-	cur             *EpochStats
-	Epochs          []EpochStats
+	// next is the batch every rank computes next: DDP's barrier keeps
+	// them in step.
+	next       int
+	epochStart float64
+	cur        *EpochStats
+	Epochs     []EpochStats
 }
 
 // wait is a copy of local file f that waits for its holder since since.
@@ -127,7 +130,6 @@ type file struct {
 }
 
 type rankState struct {
-	next     int // batch to compute next
 	sent     int // batches handed to workers
 	released bool
 	barrier  float64   // when the last step's barrier let it go
@@ -320,14 +322,14 @@ func (r *runner) run() []EpochStats {
 }
 
 func (r *runner) startEpoch(e int, t float64) {
-	r.e, r.epochStart = e, t
+	r.e, r.epochStart, r.next = e, t, 0
 	r.Epochs = append(r.Epochs, EpochStats{Epoch: e + 1, TierBytes: make([]int64, len(r.cfg.Tiers)),
 		stalls: make([]float64, len(r.ranks))})
 	r.cur = &r.Epochs[len(r.Epochs)-1]
 	W, P := r.cfg.Loop.Workers, r.cfg.Loop.Prefetch
 	for k := range r.ranks {
 		rk := &r.ranks[k]
-		rk.next, rk.released, rk.barrier, rk.opened = 0, true, t, -1
+		rk.released, rk.barrier, rk.opened = true, t, -1
 		rk.sent = min(P*W, r.nb)
 		for b := range rk.ready {
 			rk.ready[b] = inf
@@ -529,7 +531,7 @@ func (r *runner) batchReady(a, b int, t float64) {
 		wk.busy = true
 		r.readOn(a, t)
 	}
-	if b == rk.next && rk.released {
+	if b == r.next && rk.released {
 		r.step(rank, t)
 	}
 }
@@ -554,7 +556,7 @@ func (r *runner) step(rank int, t float64) {
 		node, local := rank/R, rank%R
 		no := r.j.nodes[node]
 		var bytes int64
-		for p := rk.next * B; p < min((rk.next+1)*B, r.j.k); p++ {
+		for p := r.next * B; p < min((r.next+1)*B, r.j.k); p++ {
 			bytes += int64(no.reads[(r.e*r.j.k+p)*R+local].size)
 		}
 		c += float64(bytes) / r.cfg.Loop.ComputeRate
@@ -570,15 +572,15 @@ func (r *runner) computed(t float64) {
 		return
 	}
 	r.arrivals = 0
-	if r.ranks[0].next+1 == r.nb {
+	if r.next+1 == r.nb {
 		r.endEpoch(t)
 		return
 	}
+	r.next++
 	for k := range r.ranks {
 		rk := &r.ranks[k]
-		rk.next++
 		rk.released, rk.barrier = true, t
-		if rk.ready[rk.next] <= t {
+		if rk.ready[r.next] <= t {
 			r.step(k, t)
 		}
 	}
