@@ -299,12 +299,13 @@ func (r *reactive) learnClient(src *tiering.Source) {
 	ra, max := readAhead(src.Stat.Dev), r.l.cfg.WaitMax
 	tees := u64(&r.l.seg.s.leader.tee_max) > 0
 	switch {
-	case found == clientCaches && ra > 0 && (max <= 0 || ra < max):
-		setU64(&r.l.seg.s.leader.tee_max, 0)
-		setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
-		r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and its copy is made from the pages it left; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
 	case found == clientCaches:
-		setU64(&r.l.seg.s.leader.tee_max, 0)
+		setU64(&r.l.seg.s.leader.tee_max, 0) // the copies come from the pages readers leave
+		if ra > 0 && (max <= 0 || ra < max) {
+			setU64(&r.l.seg.s.leader.wait_min, uint64(ra))
+			r.l.log.Info().Int64("read_ahead", ra).Msg("the shared filesystem's client keeps a page cache: a first open of a file its read-ahead fetches in one request reads the original, and its copy is made from the pages it left; a larger file's first open waits for its copy, read in parallel parts (each file is read once)")
+			break
+		}
 		setU64(&r.l.seg.s.leader.wait_max, 0)
 		r.l.log.Info().Msg("the shared filesystem's client keeps a page cache: first opens read the original, and each copy is made from the pages they left (each file is read once)")
 	case tees:

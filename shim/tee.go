@@ -28,8 +28,8 @@ import (
 // reader, and the reader waits for no one. Readers tee until the leader
 // finds that the client keeps a page cache (learnClient): from then on
 // the leader copies from the pages the readers left, which spares them
-// the tee's writes. A reader that stopped short or read out of order sends EvUnteed,
-// and the file is copied as any read from its original.
+// the tee's writes. A reader that stopped short or read out of order
+// sends EvUnteed, and the file is copied as any read from its original.
 
 // teeDir is the directory of job's tees.
 func teeDir(job string) string { return JobDir(job) + "/" + C.AUGUR_TEE_DIR }
