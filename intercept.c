@@ -276,6 +276,12 @@ AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap)
 	return k > 0 && (size_t)k < cap ? 0 : -1;
 }
 
+AUGUR_HIDDEN int augur_tee_pool_path(int slot, char *out, size_t cap)
+{
+	int k = snprintf(out, cap, "/dev/shm/augur.%u.%s/" AUGUR_TEE_DIR "/pool.%d", (unsigned)st.euid, st.job, slot);
+	return k > 0 && (size_t)k < cap ? 0 : -1;
+}
+
 static int job_file(int dir, const char *name, int flags)
 {
 	int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);

@@ -17,8 +17,9 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 18
+#define AUGUR_ABI_VERSION 19
 #define AUGUR_MAX_TIERS 4
+#define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
 #define AUGUR_EVENT_PATH 208
 #define AUGUR_PENDING_SLOTS 4096 /* power of two */
@@ -161,6 +162,12 @@ struct augur_leader {
 	uint64_t peers_gen;
 	uint64_t peers_len;
 	uint64_t peers[1024];
+	/* Files the leader makes ready for tees (<job directory>/tee/pool.<k>,
+	 * their pages allocated): a reader that begins a tee takes one
+	 * (READY to TAKEN), moves it to its tee's name and gives the slot
+	 * back (EMPTY), so that its writes find their pages there. */
+	uint32_t tee_pool[AUGUR_TEE_POOL];
+	uint64_t tee_pooled; /* tees begun in a file of the pool */
 };
 
 /*
@@ -204,6 +211,7 @@ struct augur_pending {
  * copy, if the file did not change since the reader's open (gen).
  */
 #define AUGUR_TEE_DIR "tee"
+enum { AUGUR_POOL_EMPTY = 0, AUGUR_POOL_READY = 1, AUGUR_POOL_TAKEN = 2 };
 #define AUGUR_TEE_HEADER(size) (((size) + 65535) & ~(uint64_t)65535)
 #define AUGUR_TEE_MAGIC 0x3165655472756761ull /* "augurTe1" */
 struct augur_tee_header {

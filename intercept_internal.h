@@ -219,6 +219,9 @@ AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, con
 /* augur_tee_path writes the path of tee n of process pid (struct
  * augur_tee_header) to out; -1 if it does not fit. */
 AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap);
+/* augur_tee_pool_path writes the path of the pool's file in slot k
+ * (struct augur_leader.tee_pool). */
+AUGUR_HIDDEN int augur_tee_pool_path(int k, char *out, size_t cap);
 
 /* intercept_tee.c: a first read that makes the copy. */
 AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);

@@ -194,6 +194,33 @@ static int cached_stat(int fd, struct stat *sb)
 	return 0;
 }
 
+/* pooled moves a file of the leader's pool (its pages allocated
+ * beforehand, off the reader's way) to path, a tee's, and opens it; -1 if
+ * none is ready. The slot goes back to the leader either way. */
+static int pooled(struct augur_segment *seg, const char *path)
+{
+	char name[PATH_MAX];
+	for (int k = 0; k < AUGUR_TEE_POOL; k++) {
+		uint32_t ready = AUGUR_POOL_READY;
+		if (!__atomic_compare_exchange_n(&seg->leader.tee_pool[k], &ready, AUGUR_POOL_TAKEN, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		int fd = -1;
+		if (augur_tee_pool_path(k, name, sizeof(name)) == 0 &&
+		    syscall(SYS_renameat2, AT_FDCWD, name, AT_FDCWD, path, RENAME_NOREPLACE) == 0) {
+			fd = augur_real.openat(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				augur_real.unlinkat(AT_FDCWD, path, 0);
+		}
+		__atomic_store_n(&seg->leader.tee_pool[k], AUGUR_POOL_EMPTY, __ATOMIC_RELEASE);
+		if (fd >= 0) {
+			__atomic_fetch_add(&seg->leader.tee_pooled, 1, __ATOMIC_RELAXED);
+			return fd;
+		}
+	}
+	return -1;
+}
+
 /*
  * augur_tee_begin starts a tee of abs, just opened from its original on
  * fd, if the leader asks for tees (tee_max), the file is a regular one of
@@ -248,7 +275,8 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 	snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
 	ssize_t rl = readlink(fdp, real, sizeof(real) - 1);
 	hd.link = !(rl > 0 && (real[rl] = 0, strcmp(real, abs) == 0));
-	if (augur_tee_path(augur_self_pid(), t->n, path, sizeof(path)) == 0)
+	if (augur_tee_path(augur_self_pid(), t->n, path, sizeof(path)) == 0 &&
+	    (t->fd = pooled(seg, path)) < 0)
 		t->fd = augur_real.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (t->fd < 0 || pwrite(t->fd, &hd, sizeof(hd), (off_t)AUGUR_TEE_HEADER(hd.size)) != (ssize_t)sizeof(hd)) {
 		if (t->fd >= 0) {

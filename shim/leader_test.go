@@ -102,3 +102,23 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A slot of the tee pool held longer than poolHold is the slot of a
+// process that died between taking it and giving it back: keepPool
+// empties it. One given back in time, taken again since, or ready stays
+// as it is.
+func TestPoolEmptiesSlotsHeldTooLong(t *testing.T) {
+	seg := testSegment(t, "poolhold")
+	r := &reactive{l: &Leader{seg: seg}}
+	var taken [poolSlots]time.Time
+	now := time.Now()
+	*seg.poolSlot(0), *seg.poolSlot(1), *seg.poolSlot(2) = poolTaken, poolTaken, poolReady
+	r.reclaimPool(&taken, now)
+	*seg.poolSlot(1) = poolEmpty // given back
+	r.reclaimPool(&taken, now.Add(poolHold/2))
+	*seg.poolSlot(1) = poolTaken // and taken again
+	r.reclaimPool(&taken, now.Add(poolHold+time.Millisecond))
+	if got := [3]uint32{*seg.poolSlot(0), *seg.poolSlot(1), *seg.poolSlot(2)}; got != [3]uint32{poolEmpty, poolTaken, poolReady} {
+		t.Errorf("slots %v: want %v (the one held past %v emptied)", got, [3]uint32{poolEmpty, poolTaken, poolReady}, poolHold)
+	}
+}

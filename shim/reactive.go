@@ -53,6 +53,7 @@ type reactive struct {
 	warn     sync.Once
 	full     sync.Once    // stopWaiting's message
 	cache    atomic.Int32 // whether the shared filesystem's client caches: clientUnknown until learnClient says
+	teeSize  atomic.Int64 // the last tee's file size: the pool's files are made for it (keepPool)
 }
 
 // What learnClient found of the shared filesystem's client; the values

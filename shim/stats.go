@@ -56,6 +56,7 @@ type Stats struct {
 	Requested     uint64        `json:"opens_asked_for_copy"`
 	Teed          uint64        `json:"first_reads_teed"`           // first reads whose bytes became the copy
 	Untee         uint64        `json:"first_reads_untee"`          // tees abandoned (a reader stopped short or out of order)
+	TeePooled     uint64        `json:"tees_in_pool_files"`         // tees begun in a file the leader made ready
 	ClientCache   string        `json:"pfs_client_cache,omitempty"` // reactive: "yes", "no", "" (not known yet)
 	WaitMin       uint64        `json:"wait_min,omitempty"`         // reactive with a client cache: its read-ahead; first opens ask for copies of larger files only
 	Migrated      uint64        `json:"descriptors_moved"`
@@ -138,6 +139,7 @@ func (s *Segment) Stats() Stats {
 		Requested:     u64(&l.requested),
 		Teed:          u64(&l.teed),
 		Untee:         u64(&l.untee),
+		TeePooled:     u64(&l.tee_pooled),
 		ClientCache:   [...]string{"", "yes", "no"}[min(u64(&l.client_cache), 2)],
 		WaitMin:       u64(&l.wait_min),
 		Migrated:      u64(&c.migrated),

@@ -74,6 +74,45 @@ func TestTeeFollowsItsReaderOrGivesUp(t *testing.T) {
 	}
 }
 
+// A tee begins in a file of the leader's pool, its pages allocated
+// beforehand (shim's keepPool), once a tee has told the pool the size to
+// make them for: the readers after it take one each, and every copy is
+// still the file's bytes, each served once by the shared filesystem.
+func TestTeeBeginsInThePoolsFiles(t *testing.T) {
+	c := NewCase(t)
+	srv := reactiveOverPFS(t, c, true)
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("pool", 8, int(ra)-1000)
+	var onMount []string
+	for _, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+	}
+	job := "pool-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	script := pyScript("pool_readers.py")
+	teeDir := fmt.Sprintf("/dev/shm/augur.%d.%s/tee", os.Geteuid(), job)
+	want := mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{script, "-"}, files...)...)).Stdout
+	dropCaches(t)
+	before := srv.Stats().ReadBytes
+	got, stderr := c.AugurRun(append([]string{"--", Python, script, teeDir}, onMount...)...)
+	served := srv.Stats().ReadBytes - before
+	if got != want {
+		t.Fatalf("read\n%s\nwant\n%s\nstderr: %s", got, want, stderr)
+	}
+	st := jobStats(t, c, job)
+	t.Logf("asked %d, teed %d, in pool files %d, copies %d; the shared filesystem served %d bytes",
+		st.Requested, st.Teed, st.TeePooled, st.Copies, served)
+	if st.Requested != 1 || st.Teed != uint64(len(files)-1) || st.TeePooled != uint64(len(files)-2) {
+		t.Errorf("%d opens asked, %d tees, %d in pool files: want 1, %d, %d", st.Requested, st.Teed, st.TeePooled, len(files)-1, len(files)-2)
+	}
+	if served != int64(len(files))*(ra-1000) {
+		t.Errorf("the shared filesystem served %d bytes for %d files of %d", served, len(files), ra-1000)
+	}
+	for _, f := range files {
+		sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
+	}
+}
+
 // A file rewritten while its first reader tees it (the writer inside the
 // job: its open moves the file's change generation) is never published
 // from the tee, which holds half the old bytes and half the new: the
