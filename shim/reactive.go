@@ -49,6 +49,7 @@ type reactive struct {
 	files    []int64                        // copies published per tier
 	waits    copyWaits                      // for the copies other nodes asked for
 	tees     chan tee                       // readers' tees to publish, in order (onTeed)
+	refill   chan struct{}                  // a tee took a file of the pool (keepPool)
 	adopting sync.WaitGroup                 // the adopter of tees
 	warn     sync.Once
 	full     sync.Once    // stopWaiting's message
@@ -78,7 +79,8 @@ func reactiveWith(l *Leader) *reactive {
 		files[i] = t.usage.Files
 	}
 	r := &reactive{l: l, known: xsync.NewMapOf[string, struct{}](), files: files,
-		stat: make(chan string, backlog), tees: make(chan tee, backlog)}
+		stat: make(chan string, backlog), tees: make(chan tee, backlog),
+		refill: make(chan struct{}, 1)}
 	l.workers.Add(1)
 	go r.statter()
 	return r

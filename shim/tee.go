@@ -88,11 +88,12 @@ const (
 // poolSlot is the state of slot k of the pool.
 func (s *Segment) poolSlot(k int) *uint32 { return (*uint32)(unsafe.Pointer(&s.s.leader.tee_pool[k])) }
 
-// keepPool refills the pool's empty slots every poll until the leader
-// closes, then removes the files left.
+// keepPool refills the pool's empty slots after each tee (adoptTee) and
+// every poolHold/2 (reclaiming the slots of dead readers) until the
+// leader closes, then removes the files left.
 func (r *reactive) keepPool() {
 	defer r.adopting.Done()
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(poolHold / 2)
 	defer tick.Stop()
 	var taken [poolSlots]time.Time
 	for {
@@ -102,6 +103,8 @@ func (r *reactive) keepPool() {
 				os.Remove(poolName(r.l.seg.Job, k))
 			}
 			return
+		case <-r.refill:
+			r.fillPool()
 		case now := <-tick.C:
 			r.reclaimPool(&taken, now)
 			r.fillPool()
@@ -251,6 +254,10 @@ func (r *reactive) adoptTee(path, name string) {
 	}
 	st := hd.stat()
 	r.teeSize.Store(st.Size)
+	select {
+	case r.refill <- struct{}{}: // its file may have come from the pool
+	default:
+	}
 	link := hd.link != 0 && isLink(path)
 	dir, err := unix.Open(filepath.Dir(name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
