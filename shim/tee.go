@@ -90,7 +90,7 @@ func (s *Segment) poolSlot(k int) *uint32 { return (*uint32)(unsafe.Pointer(&s.s
 
 // keepPool refills the pool's empty slots after each tee (adoptTee) and
 // every poolHold/2 (reclaiming the slots of dead readers) until the
-// leader closes, then removes the files left.
+// leader closes, then removes the ready files.
 func (r *reactive) keepPool() {
 	defer r.adopting.Done()
 	tick := time.NewTicker(poolHold / 2)
@@ -99,8 +99,11 @@ func (r *reactive) keepPool() {
 	for {
 		select {
 		case <-r.l.stop:
+			// The ready files go; a slot a reader holds is its own.
 			for k := range poolSlots {
-				os.Remove(poolName(r.l.seg.Job, k))
+				if atomic.CompareAndSwapUint32(r.l.seg.poolSlot(k), poolReady, poolEmpty) {
+					os.Remove(poolName(r.l.seg.Job, k))
+				}
 			}
 			return
 		case <-r.refill:
