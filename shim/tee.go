@@ -149,7 +149,7 @@ func (r *reactive) fillPool() {
 	if size <= 0 || size > poolMax || u64(&r.l.seg.s.leader.tee_max) == 0 {
 		return
 	}
-	bytes := (size+65535)&^65535 + int64(C.sizeof_struct_augur_tee_header) // AUGUR_TEE_HEADER, and the header
+	bytes := teeHeaderAt(size) + int64(C.sizeof_struct_augur_tee_header)
 	for k := range poolSlots {
 		state := r.l.seg.poolSlot(k)
 		if atomic.LoadUint32(state) != poolEmpty {
@@ -288,6 +288,10 @@ func isLink(path string) bool {
 	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
+// teeHeaderAt is where a tee of size bytes holds its header
+// (AUGUR_TEE_HEADER: the first multiple of 64 KiB at or past the size).
+func teeHeaderAt(size int64) int64 { return (size + 65535) &^ 65535 }
+
 // teeHeader is struct augur_tee_header.
 type teeHeader C.struct_augur_tee_header
 
@@ -316,7 +320,7 @@ func openTee(name string) (*os.File, *teeHeader, error) {
 	if _, err := f.ReadAt(b, st.Size-n); err != nil || hd.magic != C.AUGUR_TEE_MAGIC {
 		return fail("no tee header")
 	}
-	if at := (int64(hd.size) + 65535) &^ 65535; st.Size-n != at {
+	if at := teeHeaderAt(int64(hd.size)); st.Size-n != at {
 		return fail(fmt.Sprintf("its header at %d, not at %d for %d bytes", st.Size-n, at, hd.size))
 	}
 	return f, hd, nil
