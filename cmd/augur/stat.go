@@ -83,8 +83,8 @@ func printStats(w io.Writer, st shim.Stats) {
 			fmt.Fprintf(w, "  [%s%s] %.0f%%\n", strings.Repeat("#", n), strings.Repeat(".", 40-n), 100*frac)
 		}
 	}
-	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   first reads that made it %d (abandoned %d)   descriptors moved to a copy %d\n",
-		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Teed, st.Untee, st.Migrated)
+	fmt.Fprintf(w, "\ncopies made %d (%s, %s/s)   in flight %d   opens that waited for one %d   asked for one %d   first reads that made it %d (abandoned %d, begun in the leader's pool of files %d)   descriptors moved to a copy %d\n",
+		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.CopyRate)), st.InFlight, st.Waited, st.Requested, st.Teed, st.Untee, st.TeePooled, st.Migrated)
 	client := map[string]string{"yes": "keeps a page cache", "no": "keeps no page cache"}[st.ClientCache]
 	switch {
 	case client != "" && st.WaitMin > 0:
