@@ -1063,6 +1063,35 @@ AUGUR_HIDDEN void augur_fd_before_read(int fd)
 		augur_migrate(fd);
 }
 
+/*
+ * augur_fd_at_end answers, without a request to the shared filesystem, a
+ * read at or past the end of a file whose descriptor completed a tee
+ * (intercept_tee.c sets the entry's end): the tee holds every byte the
+ * file had at the descriptor's open, and the read would return 0 from the
+ * copy the descriptor moves to once the leader publishes it, as one that
+ * found the copy at open would. A client that keeps no page cache
+ * otherwise sends that read to the server (a FUSE or NFS direct read: one
+ * round trip more for every file read whole, by a reader that reads until
+ * a read returns 0). Not once a writer of the job opened the file since
+ * the tee began (its hold's gen moved), nor after a move to the copy.
+ */
+AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off)
+{
+	struct fd_entry *e = &fdtab[fd];
+	if (!e->end || e->tier >= 0 || off < -1)
+		return 0;
+	const char *abs = __atomic_load_n(&fdpath[fd], __ATOMIC_ACQUIRE);
+	struct augur_hold *h = abs ? augur_hold(abs) : NULL;
+	if (!h || __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST) != e->end_gen)
+		return 0;
+	if (off == -1) {
+		AUGUR_ERRNO_SAVE;
+		off = lseek(fd, 0, SEEK_CUR);
+		AUGUR_ERRNO_RESTORE;
+	}
+	return off >= 0 && (uint64_t)off >= e->end;
+}
+
 /* ---- opening ----------------------------------------------------------- */
 
 static int is_write_open(int flags)

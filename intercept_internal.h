@@ -165,6 +165,10 @@ struct fd_entry {
 		uint64_t bytes; /* FD_FILE: bytes read through it */
 		uint64_t key;   /* FD_WRITE: its file's key in the writes table */
 	};
+	/* FD_FILE from its original: where its complete tee says the file
+	 * ends (0: not known), while its hold's gen is end_gen (augur_fd_at_end). */
+	uint64_t end;
+	uint32_t end_gen;
 };
 AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
 /* The path of each descriptor served from the original, or written
@@ -179,6 +183,11 @@ static inline int augur_fd_tracked(int fd)
 /* Descriptor table operations. */
 AUGUR_HIDDEN void augur_migrate(int fd);
 AUGUR_HIDDEN void augur_fd_before_read(int fd);
+/* augur_fd_at_end says whether a read of fd at off (-1: its offset; below
+ * -1: a call it does not apply to) is answered end of file without the
+ * shared filesystem (intercept.c). */
+AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off);
+#define AT_END_NEVER ((off_t)-2)
 AUGUR_HIDDEN int augur_fd_tier(int fd);
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
 AUGUR_HIDDEN void augur_fd_closed(int fd);

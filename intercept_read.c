@@ -16,14 +16,24 @@
 #define CALL_OR_ENOSYS(fn, ...)                                        \
 	(REAL(fn) ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
 
+/* POS, where a read begins for augur_fd_at_end: read()'s -1 (the
+ * descriptor's offset), pread's offset when it is valid; AT_END_NEVER for
+ * calls whose real answer at the end could be an error the arguments
+ * cause (a negative offset, an iovec count or preadv2 flags the kernel
+ * refuses, the _chk variants' buffer check) or that the tee does not
+ * follow. */
+#define AT_END_POS(off) ((off) >= 0 ? (off_t)(off) : AT_END_NEVER)
+
 /* The read family: the real call, then the byte count of a tracked fd,
  * and its bytes to the tee of one that tees (intercept_tee.c): TEE says
  * where they are, from the call's own arguments and its result n. */
-#define READ_WRAPPER(ret, fn, TEE, fd, ...)                        \
+#define READ_WRAPPER(ret, fn, TEE, POS, fd, ...)                   \
 	{                                                          \
 		if (!augur_fd_tracked(fd))                         \
 			return CALL_OR_ENOSYS(fn, __VA_ARGS__);     \
 		augur_fd_before_read(fd);                          \
+		if (augur_fd_at_end(fd, (POS)))                    \
+			return 0;                                  \
 		uint64_t tee_ = augur_tee_enter(fd);               \
 		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__);           \
 		augur_fd_account(fd, (ssize_t)n);                  \
@@ -46,41 +56,41 @@ static void tee_buf(int fd, uint64_t token, off_t off, void *buf, ssize_t n)
 }
 
 AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)
-	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), fd, fd, buf, count)
+	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), -1, fd, fd, buf, count)
 
 AUGUR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
-	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), fd, fd, buf, count, buflen)
+	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), AT_END_NEVER, fd, fd, buf, count, buflen)
 
 AUGUR_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
-	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), AT_END_POS(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
-	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), AT_END_POS(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
-	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), fd, fd, buf, count, off, buflen)
+	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), AT_END_NEVER, fd, fd, buf, count, off, buflen)
 
 AUGUR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
-	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), fd, fd, iov, cnt)
+	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), AT_END_NEVER, fd, fd, iov, cnt)
 
 AUGUR_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off)
 
 AUGUR_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
-	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off)
 
 /* preadv2's offset -1 is the descriptor's, as the tee's -1 is. */
 AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off, flags)
 
 AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off, flags)
 
 AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, in, out, in, off, count)
 
 AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, in, out, in, off, count)
 
 /*
  * copy_file_range fails with EXDEV between filesystems. A descriptor served

@@ -49,6 +49,7 @@ static struct tee {
 	uint64_t next;     /* bytes teed: [0, next) of the file */
 	uint64_t size;     /* the file's size at open */
 	uint64_t n;        /* its number: the file is tee/<pid>.<n> */
+	uint32_t gen;      /* its file's hold gen at the open (struct augur_hold) */
 	/* The descriptors that share it (dup: one open file, one offset),
 	 * whose fdtab slots name it until it ends. */
 	int fds[TEE_FDS];
@@ -160,6 +161,20 @@ static void abandon(int fd, struct tee *t)
 		augur_emit(AUGUR_EV_UNTEED, -1, fd, 0, abs, 0);
 }
 
+/* mark_end has t's descriptors, which read the whole file, answer a read
+ * at its end themselves (augur_fd_at_end). Not those opened with
+ * O_DIRECT: the real read would check the request's alignment first. */
+static void mark_end(struct tee *t)
+{
+	int fl = t->nfds ? augur_real.fcntl(t->fds[0], F_GETFL) : -1;
+	if (fl < 0 || (fl & O_DIRECT))
+		return;
+	for (int i = 0; i < t->nfds; i++) {
+		augur_fdtab[t->fds[i]].end = t->size;
+		augur_fdtab[t->fds[i]].end_gen = t->gen;
+	}
+}
+
 /* complete hands fd's tee, which holds the whole file, to the leader: the
  * slot says COPYING (an open of the file waits for the copy rather than
  * read the original again) until the leader has published or dropped it.
@@ -174,6 +189,7 @@ static void complete(int fd, struct tee *t)
 	}
 	__atomic_fetch_add(&seg->leader.teed, 1, __ATOMIC_RELAXED);
 	release(t, AUGUR_PENDING_COPYING);
+	mark_end(t);
 	unbind(t);
 }
 
@@ -267,6 +283,7 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 		.atime_sec = sb.st_atim.tv_sec, .atime_nsec = sb.st_atim.tv_nsec,
 		.mtime_sec = sb.st_mtim.tv_sec, .mtime_nsec = sb.st_mtim.tv_nsec,
 		.mode = sb.st_mode, .gen = hold ? __atomic_load_n(&hold->gen, __ATOMIC_SEQ_CST) : 0};
+	t->gen = hd.gen;
 	/* Whether the path ends in a symlink (the copy says so,
 	 * tiering.LinkXattr), asked of the descriptor, not the shared
 	 * filesystem: a path with none on its way is the one the kernel

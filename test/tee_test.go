@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/augur-hpc/augur/bench/pfsemu"
 )
 
 // teeReaders is the script that reads files in the ways a first read's
@@ -210,4 +212,86 @@ print(hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest())
 		t.Errorf("%d tees ended: want the second reader's", st.Teed)
 	}
 	sameFile(t, c.CopyOf(c.RAM, f), files[1])
+}
+
+// A descriptor whose tee holds the whole file answers the read at its end
+// itself (augur_fd_at_end): a reader that reads until a read returns 0
+// sends a shared filesystem without a client page cache one request
+// fewer for each file it tees, by the emulator's own per-file counters,
+// and reads every byte.
+func TestTeeAnswersTheReadAtTheEnd(t *testing.T) {
+	c := NewCase(t)
+	srv := mountPFSWith(t, c, func(o *pfsemu.Options) {
+		o.OpenLatency, o.ReadLatency, o.MetaLatency, o.Bandwidth = 0, 0, 0, 0
+		o.DirectIO, o.PerFile = true, true
+	})
+	c.Set("AUGUR_DATASET=" + filepath.Join(c.Dir, "pfs"))
+	c.Set("AUGUR_POLICY=reactive")
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("end", 5, int(ra)-1000)
+	var onMount []string
+	for _, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+	}
+	reads := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, f := range files {
+			rel, err := filepath.Rel(c.Dataset, f)
+			must(t, err)
+			out[f] = srv.Stats().Files[rel].Reads
+		}
+		return out
+	}
+	before := reads()
+	want := mustPlain(t, c.RunPlain(time.Minute, Python, append([]string{teeReaders, "chunks"}, onMount...)...)).Stdout
+	plain := reads()
+	job := "tee-end-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	dropCaches(t)
+	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "chunks"}, onMount...)...)
+	after := reads()
+	if got != want {
+		t.Fatalf("read\n%s\nwant\n%s", got, want)
+	}
+	st := jobStats(t, c, job)
+	if st.Teed != uint64(len(files)-1) {
+		t.Fatalf("%d tees ended: want %d (every file but the first, which asks for its copy)", st.Teed, len(files)-1)
+	}
+	for _, f := range files[1:] {
+		without, with := plain[f]-before[f], after[f]-plain[f]
+		t.Logf("%s: %d read requests without augur, %d with", filepath.Base(f), without, with)
+		if with != without-1 {
+			t.Errorf("%s: %d read requests with augur, %d without: want one fewer (the read at the end)", filepath.Base(f), with, without)
+		}
+		sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
+	}
+}
+
+// A file that a writer of the job opens after its reader's tee ended is
+// read on from the original: the descriptor no longer answers its end
+// itself, and the reader sees the bytes appended.
+func TestTeeEndIsTheFilesOnceTheJobWritesIt(t *testing.T) {
+	c := NewCase(t)
+	reactiveOverPFS(t, c, true)
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("grow", 3, int(ra)-1000)
+	var onMount, want []string
+	for i, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+		b, err := os.ReadFile(f)
+		must(t, err)
+		if i > 0 { // the first is read whole (the script's probe)
+			b = append(b, "more"...)
+		}
+		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
+	}
+	job := "tee-grow-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "grow"}, onMount...)...)
+	if got != strings.Join(want, "") {
+		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	}
+	if st := jobStats(t, c, job); st.Teed != uint64(len(files)-1) {
+		t.Errorf("%d tees ended: want %d, each before its file grew (else the test tested nothing)", st.Teed, len(files)-1)
+	}
 }

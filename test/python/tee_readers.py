@@ -19,6 +19,8 @@ KIND:
   fork      half, then a forked child reads the rest of the shared descriptor
   change    half; the file is then rewritten (same size, bytes inverted)
             through a write open; then the rest of the original descriptor
+  grow      all of it in one read (its tee ends), then b"more" appended
+            through a write open, then the descriptor read on to its end
 """
 import hashlib
 import os
@@ -111,6 +113,16 @@ def consume(kind, path):
         b = os.read(fd, size)
         os.close(fd)
         return a + b
+    if kind == "grow":
+        fd = os.open(path, os.O_RDONLY)
+        a = os.read(fd, size)
+        with open(path, "ab") as f:
+            f.write(b"more")
+        out = [a]
+        while b := os.read(fd, 100):
+            out.append(b)
+        os.close(fd)
+        return b"".join(out)
     sys.exit("unknown kind " + kind)
 
 
