@@ -87,13 +87,16 @@ type Reactive struct {
 // interpolated, the last point held beyond), a latency per file (lookup
 // and open) and per request of RequestSize bytes. ClientCache says a copy
 // made while a reader reads the file rides the pages the reader brought
-// in (a client page cache): the PFS serves the file once.
+// in (a client page cache): the PFS serves the file once. EndRequest says
+// the readers read a file until a read returns 0, which a client without
+// a page cache sends to the PFS as one request more (see endRequest).
 type PFS struct {
 	Curve       []CurvePoint
 	Latency     float64
 	ReadLatency float64
 	RequestSize int64
 	ClientCache bool
+	EndRequest  bool
 }
 
 // CurvePoint is t(γ): Rate bytes/s in all with Readers readers.
@@ -246,6 +249,7 @@ type fileConfig struct {
 		ReadLatency string   `toml:"read_latency"`
 		RequestSize string   `toml:"request_size"`
 		ClientCache *bool    `toml:"client_cache"`
+		EndRequest  *bool    `toml:"end_request"`
 	} `toml:"pfs"`
 	Net struct {
 		Bandwidth string `toml:"bandwidth"`
@@ -292,6 +296,9 @@ func (c *Config) apply(f *fileConfig) error {
 	setInt(&c.Prefetch.Pending, f.Prefetch.Pending)
 	if f.PFS.ClientCache != nil {
 		c.PFS.ClientCache = *f.PFS.ClientCache
+	}
+	if f.PFS.EndRequest != nil {
+		c.PFS.EndRequest = *f.PFS.EndRequest
 	}
 	var errs []error
 	num := func(dst *float64, s string, parse func(string) (float64, error)) {

@@ -265,7 +265,7 @@ func (r *runner) fetch(i, target, k int, f, g int32, size, t float64) float64 {
 // parts read at once (1: one request after another): each part a reader
 // of the PFS until the bytes are done.
 func (r *runner) pfsCopy(t, size float64, parts int) float64 {
-	done := r.pfsReadParts(t, size, parts)
+	done := r.pfsReadParts(t, size, parts, 0)
 	r.gamma += parts
 	for range parts {
 		r.copiesOut = append(r.copiesOut, done)

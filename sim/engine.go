@@ -406,7 +406,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		if c > now {
 			return c, true
 		}
-		return -(r.pfsRead(c, size) + pre), false
+		return -(r.pfsReadParts(c, size, 1, r.endRequest(nil, nil, size)) + pre), false
 	}
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
@@ -438,11 +438,28 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 		}
 		begin = done
 	}
-	done := r.pfsRead(begin, size)
+	done := r.pfsReadParts(begin, size, 1, r.endRequest(ns, fl, size))
 	if r.copyOnRead {
 		r.copyOnMiss(node, f, r.j.nodes[node].files[f], size, c, done)
 	}
 	return -(done + pre), false
+}
+
+// endRequest is how many requests a reader's read of the original of a
+// file of size bytes sends after its bytes: 1, the read that returns 0,
+// where the readers read to it (PFS.EndRequest) and the client keeps no
+// page cache (one that does answers it from the file's size), but 0 for a
+// reader that tees the file (fl, of node ns, has no copy and finds room):
+// its descriptor answers that read itself (augur_fd_at_end).
+func (r *runner) endRequest(ns *nodeState, fl *file, size float64) int {
+	p := &r.cfg.PFS
+	if !p.EndRequest || p.ClientCache {
+		return 0
+	}
+	if r.copyOnRead && fl.land == inf && r.tees(size) && r.roomIn(ns, int64(size)) >= 0 {
+		return 0
+	}
+	return 1
 }
 
 func (r *runner) tierRead(t int, c, size float64) float64 {
@@ -451,17 +468,15 @@ func (r *runner) tierRead(t int, c, size float64) float64 {
 	return c + tier.Latency + size/tier.Bandwidth
 }
 
-// pfsRead reserves a read of size bytes of the PFS at c (now) and returns
-// when it is done: its latencies, then its bytes through the one pipe at
-// the throughput of the readers there now.
-func (r *runner) pfsRead(c, size float64) float64 { return r.pfsReadParts(c, size, 1) }
-
-// pfsReadParts is pfsRead for a read in parts read at once (as many
-// readers of the PFS, each part's requests one after another): the
-// latency of its longest part, its bytes through the pipe.
-func (r *runner) pfsReadParts(c, size float64, parts int) float64 {
+// pfsReadParts reserves a read of size bytes of the PFS at c (now), in
+// parts read at once (as many readers of the PFS, each part's requests
+// one after another) and extra requests after them, and returns when it
+// is done: the latency of its longest part and of the extra requests,
+// then its bytes through the one pipe at the throughput of the readers
+// there now.
+func (r *runner) pfsReadParts(c, size float64, parts, extra int) float64 {
 	p := &r.cfg.PFS
-	lat := p.Latency
+	lat := p.Latency + float64(extra)*p.ReadLatency
 	if p.RequestSize > 0 {
 		part := size
 		if parts > 1 {

@@ -42,13 +42,14 @@ var benchPolicies = map[string]string{
 
 type benchJSON struct {
 	Workload struct {
-		Epochs    int   `json:"epochs"`
-		Seed      int64 `json:"seed"`
-		Ranks     int   `json:"ranks"`
-		Workers   int   `json:"workers"`
-		Batch     int   `json:"batch"`
-		Prefetch  int   `json:"prefetch"`
-		ComputeNS int64 `json:"compute_ns"`
+		Epochs    int    `json:"epochs"`
+		Seed      int64  `json:"seed"`
+		Ranks     int    `json:"ranks"`
+		Workers   int    `json:"workers"`
+		Batch     int    `json:"batch"`
+		Prefetch  int    `json:"prefetch"`
+		ComputeNS int64  `json:"compute_ns"`
+		ReadMode  string `json:"read_mode"` // "whole" (read until a read returns 0), "pread", ...
 	} `json:"workload"`
 	PFS struct {
 		Bandwidth   string `json:"bandwidth"`
@@ -213,7 +214,7 @@ func (b *benchJSON) scenarios() ([]*scenario, error) {
 		c.Loop = Loop{Batch: b.Workload.Batch, Workers: b.Workload.Workers, Prefetch: b.Workload.Prefetch,
 			Compute: float64(b.Workload.ComputeNS) / 1e9}
 		c.PFS = PFS{Curve: []CurvePoint{{1, bw}}, Latency: lat, ReadLatency: readLat, RequestSize: benchRequest,
-			ClientCache: b.PFS.DirectIO != true}
+			ClientCache: b.PFS.DirectIO != true, EndRequest: b.Workload.ReadMode == "whole"}
 		c.Prefetch = Prefetch{Lookahead: 1024, Pending: 256}
 		c.Net = Net{Bandwidth: 1e12}
 		return c
