@@ -25,3 +25,15 @@ func BenchmarkImageNet1024Peers(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkImageNet1024x12 is the profile cmd/augur/default.pgo is made
+// from (make pgo): the same job for 12 epochs, every policy.
+func BenchmarkImageNet1024x12(b *testing.B) {
+	for range b.N {
+		c := Lassen()
+		c.Nodes, c.Epochs = 1024, 12
+		if _, err := Run(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
