@@ -1078,18 +1078,25 @@ AUGUR_HIDDEN void augur_fd_before_read(int fd)
 AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off)
 {
 	struct fd_entry *e = &fdtab[fd];
-	if (!e->end || e->tier >= 0 || off < -1)
+	if (!e->end)
 		return 0;
+	int at = 0;
 	const char *abs = __atomic_load_n(&fdpath[fd], __ATOMIC_ACQUIRE);
 	struct augur_hold *h = abs ? augur_hold(abs) : NULL;
-	if (!h || __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST) != e->end_gen)
-		return 0;
-	if (off == -1) {
-		AUGUR_ERRNO_SAVE;
-		off = lseek(fd, 0, SEEK_CUR);
-		AUGUR_ERRNO_RESTORE;
+	if (e->tier < 0 && off >= -1 && h && __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST) == e->end_gen) {
+		if (off == -1) {
+			AUGUR_ERRNO_SAVE;
+			off = lseek(fd, 0, SEEK_CUR);
+			AUGUR_ERRNO_RESTORE;
+		}
+		at = off >= 0 && (uint64_t)off >= e->end;
 	}
-	return off >= 0 && (uint64_t)off >= e->end;
+	/* Any other read goes to the file as it is now, and so does every
+	 * read after it: the reader has left the tee's end, and what it
+	 * reads next may be bytes written since. */
+	if (!at)
+		e->end = 0;
+	return at;
 }
 
 /* ---- opening ----------------------------------------------------------- */

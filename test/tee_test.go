@@ -295,3 +295,38 @@ func TestTeeEndIsTheFilesOnceTheJobWritesIt(t *testing.T) {
 		t.Errorf("%d tees ended: want %d, each before its file grew (else the test tested nothing)", st.Teed, len(files)-1)
 	}
 }
+
+// A reader that reads its file again after its tee ended reads the file
+// as it is now: the descriptor answers the end itself only until it reads
+// elsewhere. Here the file grows outside the job (written at its source,
+// where augur sees no write open) between the two readings, and the
+// second one reads the bytes appended. Copies are compared with their
+// source at every open (AUGUR_REVALIDATE=0), so that a descriptor that
+// moves to the tee's copy, published meanwhile, finds it stale and stays
+// on the original: that move is the leader's timing, not the test's.
+func TestTeeEndIsForgottenOnceTheReaderReadsElsewhere(t *testing.T) {
+	c := NewCase(t)
+	reactiveOverPFS(t, c, true)
+	c.Set("AUGUR_REVALIDATE=0")
+	ra := mountReadAhead(t, c)
+	files := c.RandomFiles("regrow", 3, int(ra)-1000)
+	var onMount, want []string
+	for i, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+		b, err := os.ReadFile(f)
+		must(t, err)
+		if i > 0 { // the first is read whole (the script's probe)
+			b = append(b, "more"...)
+		}
+		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
+	}
+	job := "tee-regrow-" + randHex(4)
+	c.Set("AUGUR_JOB=" + job)
+	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "regrow:" + filepath.Dir(files[0])}, onMount...)...)
+	if got != strings.Join(want, "") {
+		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	}
+	if st := jobStats(t, c, job); st.Teed != uint64(len(files)-1) {
+		t.Errorf("%d tees ended: want %d, each before its file grew (else the test tested nothing)", st.Teed, len(files)-1)
+	}
+}

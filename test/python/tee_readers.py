@@ -21,6 +21,10 @@ KIND:
             through a write open; then the rest of the original descriptor
   grow      all of it in one read (its tee ends), then b"more" appended
             through a write open, then the descriptor read on to its end
+  regrow:P  all of it in one read (its tee ends), then b"more" appended to
+            the file at P (the same file outside the job: no write open
+            augur sees), then the descriptor read again from 0: the old
+            size in one read, then on to its end
 """
 import hashlib
 import os
@@ -119,6 +123,17 @@ def consume(kind, path):
         with open(path, "ab") as f:
             f.write(b"more")
         out = [a]
+        while b := os.read(fd, 100):
+            out.append(b)
+        os.close(fd)
+        return b"".join(out)
+    if kind.startswith("regrow:"):
+        fd = os.open(path, os.O_RDONLY)
+        os.read(fd, size)
+        with open(os.path.join(kind[len("regrow:"):], os.path.basename(path)), "ab") as f:
+            f.write(b"more")
+        os.lseek(fd, 0, os.SEEK_SET)
+        out = [os.read(fd, size)]  # up to where the tee ended, again
         while b := os.read(fd, 100):
             out.append(b)
         os.close(fd)
