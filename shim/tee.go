@@ -156,8 +156,7 @@ func (r *reactive) fillPool() {
 			continue
 		}
 		name := poolName(r.l.seg.Job, k)
-		os.Remove(name)
-		fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := createPoolFile(name)
 		if err != nil {
 			return
 		}
@@ -169,6 +168,20 @@ func (r *reactive) fillPool() {
 		}
 		atomic.StoreUint32(state, poolReady)
 	}
+}
+
+// createPoolFile creates the pool's file name, removing one left there
+// (by a reader that took its slot too late, or a leader before this one)
+// only when there is one: an unlink of a name that is not there costs the
+// leader as much as the create, once a tee.
+func createPoolFile(name string) (int, error) {
+	const flags = unix.O_CREAT | unix.O_EXCL | unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(name, flags, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		os.Remove(name)
+		fd, err = unix.Open(name, flags, 0o600)
+	}
+	return fd, err
 }
 
 // A tee the adopter publishes: the file's path and the tee file's.
