@@ -122,3 +122,25 @@ func TestPoolEmptiesSlotsHeldTooLong(t *testing.T) {
 		t.Errorf("slots %v: want %v (the one held past %v emptied)", got, [3]uint32{poolEmpty, poolTaken, poolReady}, poolHold)
 	}
 }
+
+// A pool file is made afresh whether or not a file of its name was left
+// there: the one left (a late reader's, or a leader's before) is replaced,
+// and the new one is empty and this leader's alone.
+func TestPoolFileReplacesOneLeftThere(t *testing.T) {
+	dir := t.TempDir()
+	name := dir + "/pool.0"
+	for _, left := range []bool{false, true} {
+		if left {
+			must(t, os.WriteFile(name, []byte("left by a reader"), 0o600))
+		}
+		fd, err := createPoolFile(name)
+		must(t, err)
+		var st unix.Stat_t
+		must(t, unix.Fstat(fd, &st))
+		unix.Close(fd)
+		if st.Size != 0 || st.Mode&0o777 != 0o600 {
+			t.Errorf("left %v: size %d, mode %o: want an empty file of mode 600", left, st.Size, st.Mode&0o777)
+		}
+		must(t, os.Remove(name))
+	}
+}
