@@ -5,33 +5,24 @@ import "testing"
 // BenchmarkImageNet1024 is the issue's speed case: ImageNet-1k on 1024
 // nodes for 90 epochs, every policy, as `augur sim --nodes 1024 --epochs
 // 90` runs it (docs/sim.md gives the time on the 2-core machine).
-func BenchmarkImageNet1024(b *testing.B) {
-	for range b.N {
-		c := Lassen()
-		c.Nodes, c.Epochs = 1024, 90
-		if _, err := Run(c); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkImageNet1024(b *testing.B) { benchImageNet1024(b, 90) }
 
 // BenchmarkImageNet1024Peers is augur's policy alone in the same job.
-func BenchmarkImageNet1024Peers(b *testing.B) {
-	for range b.N {
-		c := Lassen()
-		c.Nodes, c.Epochs, c.Policies = 1024, 90, []string{"clairvoyant+peers"}
-		if _, err := Run(c); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkImageNet1024Peers(b *testing.B) { benchImageNet1024(b, 90, "clairvoyant+peers") }
 
 // BenchmarkImageNet1024x12 is the profile cmd/augur/default.pgo is made
 // from (make pgo): the same job for 12 epochs, every policy.
-func BenchmarkImageNet1024x12(b *testing.B) {
+func BenchmarkImageNet1024x12(b *testing.B) { benchImageNet1024(b, 12) }
+
+// benchImageNet1024 simulates Lassen's ImageNet-1k on 1024 nodes for
+// epochs epochs under policies (none: every one).
+func benchImageNet1024(b *testing.B, epochs int, policies ...string) {
 	for range b.N {
 		c := Lassen()
-		c.Nodes, c.Epochs = 1024, 12
+		c.Nodes, c.Epochs = 1024, epochs
+		if len(policies) > 0 {
+			c.Policies = policies
+		}
 		if _, err := Run(c); err != nil {
 			b.Fatal(err)
 		}

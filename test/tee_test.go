@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -125,21 +124,15 @@ func TestTeeOfAFileChangedMeanwhileIsNotPublished(t *testing.T) {
 	reactiveOverPFS(t, c, true)
 	ra := mountReadAhead(t, c)
 	files := c.RandomFiles("change", 4, int(ra)-1000)
-	var onMount, want []string
-	for i, f := range files {
-		onMount = append(onMount, onPFS(c, f))
-		b, err := os.ReadFile(f)
-		must(t, err)
-		if h := len(b) / 2; i > 0 { // the first is read whole (the script's probe)
-			b = append(b[:h:h], invert(b)[h:]...)
-		}
-		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
-	}
+	onMount, want := readersSee(t, c, files, func(b []byte) []byte {
+		h := len(b) / 2
+		return append(b[:h:h], invert(b)[h:]...)
+	})
 	job := "tee-change-" + randHex(4)
 	c.Set("AUGUR_JOB=" + job)
 	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "change"}, onMount...)...)
-	if got != strings.Join(want, "") {
-		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	if got != want {
+		t.Fatalf("read\n%s\nwant\n%s", got, want)
 	}
 	st := jobStats(t, c, job)
 	t.Logf("teed %d, abandoned %d, copies %d, held %d", st.Teed, st.Untee, st.Copies, st.CopiesHeld)
@@ -151,6 +144,23 @@ func TestTeeOfAFileChangedMeanwhileIsNotPublished(t *testing.T) {
 			sameFile(t, c.CopyOf(c.RAM, onPFS(c, f)), f)
 		}
 	}
+}
+
+// readersSee is what tee_readers.py prints for files, read through the
+// emulator's mount (onMount), when each file but the first (the script's
+// probe, read as it is) reads as seen makes of its bytes.
+func readersSee(t *testing.T, c *Case, files []string, seen func([]byte) []byte) (onMount []string, want string) {
+	t.Helper()
+	for i, f := range files {
+		onMount = append(onMount, onPFS(c, f))
+		b, err := os.ReadFile(f)
+		must(t, err)
+		if i > 0 {
+			b = seen(b)
+		}
+		want += fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b))
+	}
+	return onMount, want
 }
 
 func invert(b []byte) []byte {
@@ -275,21 +285,12 @@ func TestTeeEndIsTheFilesOnceTheJobWritesIt(t *testing.T) {
 	reactiveOverPFS(t, c, true)
 	ra := mountReadAhead(t, c)
 	files := c.RandomFiles("grow", 3, int(ra)-1000)
-	var onMount, want []string
-	for i, f := range files {
-		onMount = append(onMount, onPFS(c, f))
-		b, err := os.ReadFile(f)
-		must(t, err)
-		if i > 0 { // the first is read whole (the script's probe)
-			b = append(b, "more"...)
-		}
-		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
-	}
+	onMount, want := readersSee(t, c, files, func(b []byte) []byte { return append(b, "more"...) })
 	job := "tee-grow-" + randHex(4)
 	c.Set("AUGUR_JOB=" + job)
 	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "grow"}, onMount...)...)
-	if got != strings.Join(want, "") {
-		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	if got != want {
+		t.Fatalf("read\n%s\nwant\n%s", got, want)
 	}
 	if st := jobStats(t, c, job); st.Teed != uint64(len(files)-1) {
 		t.Errorf("%d tees ended: want %d, each before its file grew (else the test tested nothing)", st.Teed, len(files)-1)
@@ -310,21 +311,12 @@ func TestTeeEndIsForgottenOnceTheReaderReadsElsewhere(t *testing.T) {
 	c.Set("AUGUR_REVALIDATE=0")
 	ra := mountReadAhead(t, c)
 	files := c.RandomFiles("regrow", 3, int(ra)-1000)
-	var onMount, want []string
-	for i, f := range files {
-		onMount = append(onMount, onPFS(c, f))
-		b, err := os.ReadFile(f)
-		must(t, err)
-		if i > 0 { // the first is read whole (the script's probe)
-			b = append(b, "more"...)
-		}
-		want = append(want, fmt.Sprintf("%s %x\n", filepath.Base(f), sha256.Sum256(b)))
-	}
+	onMount, want := readersSee(t, c, files, func(b []byte) []byte { return append(b, "more"...) })
 	job := "tee-regrow-" + randHex(4)
 	c.Set("AUGUR_JOB=" + job)
 	got, _ := c.AugurRun(append([]string{"--", Python, teeReaders, "regrow:" + filepath.Dir(files[0])}, onMount...)...)
-	if got != strings.Join(want, "") {
-		t.Fatalf("read\n%s\nwant\n%s", got, strings.Join(want, ""))
+	if got != want {
+		t.Fatalf("read\n%s\nwant\n%s", got, want)
 	}
 	if st := jobStats(t, c, job); st.Teed != uint64(len(files)-1) {
 		t.Errorf("%d tees ended: want %d, each before its file grew (else the test tested nothing)", st.Teed, len(files)-1)
