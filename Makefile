@@ -4,6 +4,7 @@
 #                 tests with -race, integration
 #   make demo     a training-style reader with and without the shim
 #   make sim-validate  augur sim against make bench's measured figures
+#   make pgo      the compiler's profile of augur (cmd/augur/default.pgo), made again
 GO      ?= go
 BUILD   := build
 TAGS    := netgo,osusergo
