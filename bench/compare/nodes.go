@@ -86,14 +86,18 @@ type nodesResult struct {
 }
 
 // nodesRun is one configuration's epochs, the job's view: the slowest
-// node's time, the mean stall, bytes from the PFS and between nodes.
+// node's time, the mean stall, bytes from the PFS and between nodes,
+// medians of its rounds.
 type nodesRun struct {
 	Config string            `json:"config"`
 	About  string            `json:"about"`
 	Epochs []nodesEpoch      `json:"epochs,omitempty"`
 	Error  string            `json:"error,omitempty"`
-	Stats  []json.RawMessage `json:"augur_stat,omitempty"` // per node, after the last epoch
+	Stats  []json.RawMessage `json:"augur_stat,omitempty"` // per node, after the last epoch of the last round
 	Notes  []string          `json:"notes,omitempty"`
+	// Rounds are each round's epoch times (s4Rounds); Epochs holds their
+	// medians.
+	Rounds [][]float64 `json:"rounds,omitempty"`
 }
 
 type nodesEpoch struct {
@@ -141,26 +145,75 @@ func (e *env) runNodes(policies map[string]string, prog *dlbench.ProgressLine) (
 	if nr.PlanPeerBytes, nr.PlanPFSBytes, err = s.planBytes(); err != nil {
 		return nil, fmt.Errorf("augur plan: %w", err)
 	}
+	rounds := map[string][]*nodesRun{}
+	for round := range s4Rounds {
+		for _, c := range nodeConfigs {
+			if !s4Selected(c.name) {
+				continue
+			}
+			r := &nodesRun{Config: c.name, About: c.about}
+			if c.policy != "" && policies[c.policy] != "available" {
+				r.Error = policies[c.policy]
+			} else if err := s.run(c, r); err != nil {
+				r.Error = err.Error()
+			}
+			if r.Error != "" {
+				fmt.Printf("  %-20s round %d failed: %s\n", c.name, round+1, firstLine(r.Error))
+			} else {
+				fmt.Printf("  %-20s round %d, epochs %s\n", c.name, round+1, nodeEpochList(r))
+			}
+			rounds[c.name] = append(rounds[c.name], r)
+		}
+	}
 	for _, c := range nodeConfigs {
-		if !s4Selected(c.name) {
-			continue
+		if rs := rounds[c.name]; len(rs) > 0 {
+			nr.Runs = append(nr.Runs, medianRun(rs))
 		}
-		r := &nodesRun{Config: c.name, About: c.about}
-		if c.policy != "" && policies[c.policy] != "available" {
-			r.Error = policies[c.policy]
-		} else if err := s.run(c, r); err != nil {
-			r.Error = err.Error()
-		}
-		if r.Error != "" {
-			fmt.Printf("  %-20s failed: %s\n", c.name, firstLine(r.Error))
-		} else {
-			fmt.Printf("  %-20s epochs %s\n", c.name, nodeEpochList(r))
-		}
-		nr.Runs = append(nr.Runs, r)
 	}
 	nr.bound()
 	nr.Seconds = time.Since(start).Seconds()
 	return nr, nil
+}
+
+// s4Rounds is how many times each configuration of S4 runs, one after
+// the other (a round runs each once): four nodes on two processors move
+// by 10-20% from run to run, and one run of each ranked configurations
+// whose totals differ by less than that as the run fell.
+const s4Rounds = 3
+
+// medianRun is a configuration's rounds as one run: each epoch's figures
+// the medians over the rounds (each figure's own), every round's epoch
+// times beside them, and the last round's augur stat and notes. A round
+// that failed is the result.
+func medianRun(rounds []*nodesRun) *nodesRun {
+	for _, r := range rounds {
+		if r.Error != "" {
+			return r
+		}
+	}
+	last := rounds[len(rounds)-1]
+	out := &nodesRun{Config: last.Config, About: last.About, Stats: last.Stats, Notes: last.Notes}
+	for e := range last.Epochs {
+		var secs, stall []float64
+		var pfs, peer []int64
+		for _, r := range rounds {
+			if e < len(r.Epochs) {
+				ep := r.Epochs[e]
+				secs, stall = append(secs, ep.Seconds), append(stall, ep.Stall)
+				pfs, peer = append(pfs, ep.PFSBytes), append(peer, ep.PeerBytes)
+			}
+		}
+		out.Epochs = append(out.Epochs, nodesEpoch{Epoch: last.Epochs[e].Epoch, Seconds: median(secs),
+			Stall: median(stall), PFSBytes: int64(median(pfs)), PeerBytes: int64(median(peer))})
+	}
+	for _, r := range rounds {
+		var secs []float64
+		for _, ep := range r.Epochs {
+			secs = append(secs, ep.Seconds)
+		}
+		out.Rounds = append(out.Rounds, secs)
+	}
+	return out
 }
 
 // s4Configs, when set, are the only S4 configurations run (-s4-configs).
@@ -463,8 +516,12 @@ func printNodes(w io.Writer, nr *nodesResult) {
 	if nr == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nS4: %d nodes, 1 rank each — %s; each node's tier %s (%.1fx the dataset in all); links %.0f MB/s each way; PFS %s\n",
-		nr.Nodes, nr.Dataset, fmtMiB(nr.TierBytes), float64(nr.TierBytes)*float64(nr.Nodes)/float64(nr.Bytes), nr.LinkRate/1e6, nr.PFS)
+	rounds := ""
+	if len(nr.Runs) > 0 && len(nr.Runs[0].Rounds) > 1 {
+		rounds = fmt.Sprintf("; medians of %d interleaved rounds", len(nr.Runs[0].Rounds))
+	}
+	fmt.Fprintf(w, "\nS4: %d nodes, 1 rank each — %s; each node's tier %s (%.1fx the dataset in all); links %.0f MB/s each way; PFS %s%s\n",
+		nr.Nodes, nr.Dataset, fmtMiB(nr.TierBytes), float64(nr.TierBytes)*float64(nr.Nodes)/float64(nr.Bytes), nr.LinkRate/1e6, nr.PFS, rounds)
 	fmt.Fprintf(w, "| config | epoch | time (s) | bound (s) | x bound | stall (s) | PFS MB | peer MB | PFS x dataset, all epochs |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range nr.Runs {
