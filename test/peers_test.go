@@ -365,13 +365,21 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 	c := NewCase(t)
 	files := c.RandomFiles("cls", 12, 10_000)
 	// files[2] and files[3]: no copy yet, owned by node 1 and by node 0.
+	// Ownership is a hash of the path, whose temporary directory differs
+	// from run to run: ten files were all one node's about once in 500
+	// runs. More are made, one at a time, until each node owns one.
 	var owned [2][]string
 	for _, f := range files[2:] {
 		o := peers.Owner(f, 2)
 		owned[o] = append(owned[o], f)
 	}
-	if len(owned[0]) == 0 || len(owned[1]) == 0 {
-		t.Fatalf("10 files all owned by one node of two: %v", owned)
+	for k := 0; len(owned[0]) == 0 || len(owned[1]) == 0; k++ {
+		if k == 64 {
+			t.Fatalf("%d files all owned by one node of two: %v", 10+k, owned)
+		}
+		f := c.Write(fmt.Sprintf("cls/more%03d.bin", k), []byte(randHex(5000)))
+		o := peers.Owner(f, 2)
+		owned[o] = append(owned[o], f)
 	}
 	files[2], files[3] = owned[1][0], owned[0][0]
 	outside := c.Write("../outside/secret.txt", []byte("not the job's\n"))
