@@ -94,12 +94,8 @@ type nodeState struct {
 	// fs is the node's local files, by local number: what a read or a
 	// copy asks of a file, in one place (a node's files are asked for at
 	// random: one cache line, not one per array).
-	fs []file
-	// reads is the job's nodeOrder.reads, beside fs: a read asks both,
-	// and one line of a node's state stays in the cache more readily
-	// than two.
-	reads []slot
-	used  []int64 // per tier: bytes of copies
+	fs   []file
+	used []int64 // per tier: bytes of copies
 	// free is, per thread of the copy pool (tier after tier: the runner's
 	// threads), when the thread is
 	// free: the prefetcher books a copy from a peer on it ahead and holds
@@ -181,9 +177,10 @@ func newRunner(j *job, pol string) *runner {
 	}
 	var fetches []fetch
 	if r.prefetching {
-		fetches = j.spareFetches(len(j.nodes[0].reads) * cfg.Nodes)
+		fetches = j.spareFetches(len(j.reads))
 		r.fetches = fetches
 	}
+	slots := len(j.reads) / cfg.Nodes // each node's reads
 	threads := 0
 	r.threads = make([][2]int, len(cfg.Tiers))
 	for t, tier := range cfg.Tiers {
@@ -194,7 +191,6 @@ func newRunner(j *job, pol string) *runner {
 	for i := range r.nodes {
 		no := j.nodes[i]
 		ns := &r.nodes[i]
-		ns.reads = no.reads
 		var tier []int8
 		var peer []int16
 		switch pol {
@@ -221,11 +217,13 @@ func newRunner(j *job, pol string) *runner {
 		}
 		ns.used, used = used[:len(cfg.Tiers):len(cfg.Tiers)], used[len(cfg.Tiers):]
 		if fetches != nil {
-			ns.fetches = fetchesOf(no, tier, fetches[:0:len(no.reads)])
-			fetches = fetches[len(no.reads):]
+			ns.fetches, fetches = fetches[:0:slots], fetches[slots:]
 		}
 		ns.free, free = free[:threads:threads], free[threads:]
 		ns.poolAt = inf
+	}
+	if r.prefetching {
+		r.listFetches(pol)
 	}
 	r.ranks = make([]rankState, cfg.Nodes*R)
 	for k := range r.ranks {
@@ -248,20 +246,39 @@ func newRunner(j *job, pol string) *runner {
 // reads and, beside it, its file's local number.
 type fetch struct{ slot, f int32 }
 
-// fetchesOf lists the reads of no that may need a copy under the
-// placement tier (nil: every file staged): a placed file's first, a
-// staged file's every one.
-func fetchesOf(no *nodeOrder, tier []int8, out []fetch) []fetch {
-	seen := make([]uint64, (len(no.files)+63)/64)
-	for k, rd := range no.reads {
-		f := rd.f
-		bit := uint64(1) << (f % 64)
-		if tier == nil || tier[f] < 0 || seen[f/64]&bit == 0 {
-			seen[f/64] |= bit
-			out = append(out, fetch{int32(k), f})
+// listFetches lists, for each node, the reads that may need a copy under
+// the policy's placement (none: every file staged): a placed file's
+// first, a staged file's every one. A read is a file's first when its
+// local number is the node's next (layout numbers them so). The job's
+// reads are walked in order, every node's at once.
+func (r *runner) listFetches(pol string) {
+	R, w := r.cfg.RanksPerNode, r.j.w
+	next := make([]int32, len(r.nodes))
+	tiers := make([][]int8, len(r.nodes))
+	for i, no := range r.j.nodes {
+		switch pol {
+		case "clairvoyant":
+			tiers[i] = no.tier
+		case "clairvoyant+peers":
+			tiers[i] = no.tierPeers
 		}
 	}
-	return out
+	for q := 0; q*w < len(r.j.reads); q++ {
+		row := r.j.reads[q*w : (q+1)*w]
+		for i := range r.nodes {
+			ns, tier := &r.nodes[i], tiers[i]
+			for l, rd := range row[i*R : (i+1)*R] {
+				f := rd.f
+				first := f == next[i]
+				if first {
+					next[i]++
+				}
+				if first || tier == nil || tier[f] < 0 {
+					ns.fetches = append(ns.fetches, fetch{int32(q*R + l), f})
+				}
+			}
+		}
+	}
 }
 
 func infs(n int) []float64 {
@@ -359,15 +376,15 @@ func (r *runner) readOn(a int, t float64) {
 		r.gamma--
 	}
 	rank := a / W
-	node, local := rank/R, rank%R
-	reads := r.nodes[node].reads
+	node := rank / R
+	reads := r.j.reads[r.e*r.j.k*r.j.w+rank:]
 	b := int(wk.next)
 	if wk.pos == 0 {
 		wk.c = t
 	}
 	end := min((b+1)*B, r.j.k)
 	for p := b*B + int(wk.pos); p < end; p++ {
-		rd := reads[(r.e*r.j.k+p)*R+local]
+		rd := reads[p*r.j.w]
 		c, stop := r.read(node, rd.f, float64(rd.size), wk.c, t)
 		if stop {
 			wk.c = c
@@ -568,11 +585,10 @@ func (r *runner) step(rank int, t float64) {
 	}
 	c := r.cfg.Loop.Compute
 	if r.cfg.Loop.ComputeRate > 0 {
-		node, local := rank/R, rank%R
-		no := r.j.nodes[node]
+		reads := r.j.reads[r.e*r.j.k*r.j.w+rank:]
 		var bytes int64
 		for p := r.next * B; p < min((r.next+1)*B, r.j.k); p++ {
-			bytes += int64(no.reads[(r.e*r.j.k+p)*R+local].size)
+			bytes += int64(reads[p*r.j.w].size)
 		}
 		c += float64(bytes) / r.cfg.Loop.ComputeRate
 	}

@@ -10,13 +10,22 @@ import (
 	"github.com/augur-hpc/augur/shim"
 )
 
-// job is what every policy's run shares: each node's reads over the whole
-// run in a numbering of its own (so that a node's state scales with what
-// it reads, not with the dataset), and the clairvoyant placements.
+// job is what every policy's run shares: every rank's reads over the whole
+// run, each node's in a numbering of its own (so that a node's state
+// scales with what it reads, not with the dataset), and the clairvoyant
+// placements.
 type job struct {
-	cfg   *Config
-	ds    *files
-	w, k  int // world size; reads per rank per epoch (DistributedSampler's num_samples)
+	cfg  *Config
+	ds   *files
+	w, k int // world size; reads per rank per epoch (DistributedSampler's num_samples)
+	// reads is every rank's every read: at (e*k+p)*w + rank, the file
+	// (its node's local number) that rank reads at position p of epoch e,
+	// and its size beside it. Laid out by position, not by node: DDP keeps
+	// the ranks in step, so the job's reads at any time lie together (a
+	// few hundred kilobytes of a large job), where a node's own reads, one
+	// node's after another's, would be a miss of the cache and of the TLB
+	// each.
+	reads []slot
 	nodes []*nodeOrder
 	// holder is, by dataset index, the node that reads the file first in
 	// the job's first epoch (shim.Holders); nil unless a policy with
@@ -62,7 +71,7 @@ func takeSpare[T any](spare *[][]T, n int) []T {
 			return s[:n]
 		}
 	}
-	return make([]T, n)
+	return slab[T](n)
 }
 
 // release gives a finished policy's slabs back to the job.
@@ -78,14 +87,11 @@ func (j *job) release(r *runner) {
 	r.fs, r.fetches = nil, nil
 }
 
-// nodeOrder is one node's reads: its files in the order it first reads
-// them (its own numbering: local → dataset index) and, for every read of
-// every epoch (epoch, then position, then rank), the file's local number.
+// nodeOrder is one node's files in the order its ranks first read them
+// (its own numbering: local → dataset index; job.reads gives each read's
+// local number) and what the engine asks of them.
 type nodeOrder struct {
 	files []int32
-	// reads is every read's file (local number) and its size beside it:
-	// read in order, where the size by local number is asked at random.
-	reads []slot
 	// size, held and owner are each local file's size, holder
 	// (shim.Holders; nil without one) and owner, by local number: what the engine asks of every
 	// read and copy, kept where the node's other state is.
@@ -97,13 +103,15 @@ type nodeOrder struct {
 	tier, tierPeers []int8
 }
 
-// slot is one read of a node: the file's local number and its size.
+// slot is one read of a rank: the file's local number and its size (a
+// read asks the size, which by local number would be asked at random).
 type slot struct{ f, size int32 }
 
 // localOrder is one rank's order in one epoch over its node's local
-// numbering, as shim's placer reads it (Len and At; Pos is never asked).
+// numbering, as shim's placer reads it (Len and At; Pos is never asked),
+// in the node's reads (layout's).
 type localOrder struct {
-	n          *nodeOrder
+	reads      []int32
 	base, step int
 	k          int
 }
@@ -111,7 +119,7 @@ type localOrder struct {
 var _ seed.Order = localOrder{}
 
 func (o localOrder) Len() int        { return o.k }
-func (o localOrder) At(p int) int    { return int(o.n.reads[o.base+p*o.step].f) }
+func (o localOrder) At(p int) int    { return int(o.reads[o.base+p*o.step]) }
 func (o localOrder) Pos(idx int) int { return -1 }
 
 // newJob draws every epoch's DistributedSampler permutation (package
@@ -152,11 +160,8 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	reads := j.gather(order)
 	perms = nil
 	var mu sync.Mutex
-	slots := slab[slot](cfg.Nodes * cfg.Epochs * j.k * cfg.RanksPerNode)
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
-		m := cfg.Epochs * j.k * cfg.RanksPerNode
-		no := j.layout(reads[i], localOf, slots[i*m:(i+1)*m:(i+1)*m])
-		reads[i] = nil
+		no := j.layout(reads[i], localOf)
 		sizes := make([]int64, len(no.files))
 		no.size = make([]int32, len(no.files))
 		if j.holder != nil {
@@ -178,7 +183,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
 			for r := range cfg.RanksPerNode {
-				os = append(os, localOrder{no, e*j.k*cfg.RanksPerNode + r, cfg.RanksPerNode, j.k})
+				os = append(os, localOrder{reads[i], e*j.k*cfg.RanksPerNode + r, cfg.RanksPerNode, j.k})
 			}
 			return os
 		}
@@ -198,6 +203,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		j.nodes[i], j.stage = no, max(j.stage, stage)
 		mu.Unlock()
 	}, true, n)
+	j.reads = j.interleave(reads)
 	if j.stage == 0 {
 		j.stage = cfg.Prefetch.Stage
 		if j.stage == 0 {
@@ -238,15 +244,18 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 }
 
 // gather writes down every node's reads of the run, as dataset indices,
-// by slot (epoch, then position, then the node's rank): each epoch's
+// by slot (epoch, then position, then the node's rank; one node's reads
+// together, as layout and the placer read them): each epoch's
 // orders are read position by position, every rank at each, which is
 // how DistributedSampler's orders lie in the permutation (rank after rank
 // at each position), so the permutation is read in order.
 func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 	R := j.cfg.RanksPerNode
 	reads := make([][]int32, j.cfg.Nodes)
+	m := j.cfg.Epochs * j.k * R
+	all := slab[int32](j.cfg.Nodes * m)
 	for i := range reads {
-		reads[i] = make([]int32, j.cfg.Epochs*j.k*R)
+		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
 	parallel(j.cfg.Epochs, func(e int, _ []int32) {
 		os := make([]seed.Order, j.w)
@@ -264,22 +273,44 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
-// epoch: the order shim's placer meets them in) and writes down its
-// reads, from gather's, in out (as long). localOf is scratch of one int32
-// per dataset file, all -1, left so.
-func (j *job) layout(reads []int32, localOf []int32, out []slot) *nodeOrder {
-	no := &nodeOrder{reads: out}
+// epoch: the order shim's placer meets them in) and rewrites its reads,
+// gather's, in that numbering. localOf is scratch of one int32 per
+// dataset file, all -1, left so.
+func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
+	no := &nodeOrder{}
 	for k, g := range reads {
 		if localOf[g] < 0 {
 			localOf[g] = int32(len(no.files))
 			no.files = append(no.files, g)
 		}
-		no.reads[k] = slot{localOf[g], j.ds.sizes[g]}
+		reads[k] = localOf[g]
 	}
 	for _, g := range no.files {
 		localOf[g] = -1
 	}
 	return no
+}
+
+// interleave lays the nodes' reads (layout's, one node's together) out
+// as job.reads, by position: a block of positions at a time, node after
+// node, so that each line of the slab is written whole while it is in
+// the cache.
+func (j *job) interleave(local [][]int32) []slot {
+	const block = 32
+	R, w := j.cfg.RanksPerNode, j.w
+	n := j.cfg.Epochs * j.k // positions
+	out := slab[slot](n * w)
+	parallel((n+block-1)/block, func(b int, _ []int32) {
+		for i, no := range j.nodes {
+			for p := b * block; p < min((b+1)*block, n); p++ {
+				dst := out[p*w+i*R : p*w+(i+1)*R]
+				for l, f := range local[i][p*R : (p+1)*R] {
+					dst[l] = slot{f, no.size[f]}
+				}
+			}
+		}
+	}, false, 0)
+	return out
 }
 
 // parallel runs do(0..n-1) on as many goroutines as Go runs at once;
