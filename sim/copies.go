@@ -30,23 +30,26 @@ func (r *runner) prefetch(i int, t float64) {
 	case !r.prefetching:
 		return
 	}
-	ns, no := &r.nodes[i], r.j.nodes[i]
+	ns := &r.nodes[i]
+	R, w := r.cfg.RanksPerNode, r.j.w
 	reading := r.reading()
-	limit := reading + r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode
+	limit := min(reading+r.cfg.Prefetch.Lookahead*R, len(r.j.reads)/len(r.nodes))
 	last := t // when the walk's last copy began: the queue's order
-	for ns.q < len(ns.fetches) {
-		fe := ns.fetches[ns.q]
-		slot, f := int(fe.slot), fe.f
-		if slot >= limit {
-			return
-		}
+	for ns.q < limit {
+		slot := ns.q
+		rd := r.j.reads[slot/R*w+i*R+slot%R]
+		f := rd.f
 		fl := &ns.fs[f]
 		tier := fl.tier
-		if fl.land != inf || (tier < 0 && slot < reading) {
+		if f != ns.fresh && tier >= 0 { // a placed file read again
 			ns.q++
 			continue
 		}
-		size := int64(fl.size)
+		if fl.land != inf || (tier < 0 && slot < reading) {
+			ns.pass(f)
+			continue
+		}
+		size := int64(rd.size)
 		target := max(int(tier), 0)
 		if tier < 0 && ns.stageUsed+size > r.j.stage {
 			r.poolLater(i, t)
@@ -60,10 +63,7 @@ func (r *runner) prefetch(i int, t float64) {
 			r.poolLater(i, t)
 			return
 		}
-		var g int32 // the dataset's number, asked only with peers
-		if r.peer {
-			g = no.files[f]
-		}
+		g := fl.g
 		if s > t && (r.mustWait(i, f, g, s) || r.source(i, f, g, float64(size), s) < 0) {
 			r.poolAt(i, s)
 			return
@@ -76,7 +76,7 @@ func (r *runner) prefetch(i int, t float64) {
 			ns.free[k] = inf
 			fl.land = queued
 			r.awaitHolder(i, f, k, t, t)
-			ns.q++
+			ns.pass(f)
 			continue
 		}
 		land := r.begin(i, target, k, f, g, float64(size), s)
@@ -87,7 +87,15 @@ func (r *runner) prefetch(i int, t float64) {
 				r.placed.set(g)
 			}
 		}
-		ns.q++
+		ns.pass(f)
+	}
+}
+
+// pass moves ns's prefetcher past its read of local file f.
+func (ns *nodeState) pass(f int32) {
+	ns.q++
+	if f == ns.fresh {
+		ns.fresh++
 	}
 }
 
@@ -209,14 +217,13 @@ func (b bits) has(g int32) bool { return b[g>>6]&(1<<(g&63)) != 0 }
 // awaitHolder goes on with node i's waiting copy of local file f, on
 // thread k, at t.
 func (r *runner) awaitHolder(i int, f int32, k int, since, t float64) {
-	ns := &r.nodes[i]
-	g := r.j.nodes[i].files[f]
+	fl := &r.nodes[i].fs[f]
+	g := fl.g
 	if r.mustWait(i, f, g, t) && t-since < holderWait {
 		r.waitAt(t+holderPoll, i, f, k, since)
 		return
 	}
-	fl := &ns.fs[f]
-	fl.land = r.begin(i, max(int(fl.tier), 0), k, f, g, float64(fl.size), t)
+	fl.land = r.begin(i, max(int(fl.tier), 0), k, f, g, float64(r.j.ds.sizes[g]), t)
 	r.prefetch(i, t)
 }
 
@@ -405,7 +412,7 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	fl.tier = int8(t)
 	land := r.pfsCopy(c, size, copyParts(size)) + size/r.cfg.Tiers[t].Bandwidth
 	fl.land = land
-	r.owned(node, f, r.j.nodes[node].files[f], land)
+	r.owned(node, f, fl.g, land)
 	return r.tierRead(t, land, size), true
 }
 
@@ -477,7 +484,7 @@ func (r *runner) owned(i int, f, g int32, land float64) {
 // copyQueued starts the reactive copies node i's threads can take at t,
 // in the order of the queue.
 func (r *runner) copyQueued(i int, t float64) {
-	ns, no := &r.nodes[i], r.j.nodes[i]
+	ns := &r.nodes[i]
 	for ns.copyHead < len(ns.copyQ) {
 		f := ns.copyQ[ns.copyHead]
 		fl := &ns.fs[f]
@@ -487,8 +494,8 @@ func (r *runner) copyQueued(i int, t float64) {
 			r.poolAt(i, s)
 			return
 		}
-		g := no.files[f]
-		fl.land = r.fetch(i, target, k, f, g, float64(fl.size), t)
+		g := fl.g
+		fl.land = r.fetch(i, target, k, f, g, float64(r.j.ds.sizes[g]), t)
 		r.owned(i, f, g, fl.land)
 		ns.copyHead++
 	}

@@ -54,9 +54,8 @@ type runner struct {
 	now       float64  // the time of the event being handled
 	in, out   []link   // each node's link, both ways
 	threads   [][2]int // each tier's threads: their span of a node's free
-	// fs and fetches are the slabs of every node's (see job.spare).
-	fs      []file
-	fetches []fetch
+	// fs is the slab of every node's (see job.spare).
+	fs []file
 
 	nodes   []nodeState
 	ranks   []rankState
@@ -104,11 +103,12 @@ type nodeState struct {
 	// (inf: none).
 	free   []float64
 	poolAt float64
-	// fetches are the reads the prefetcher considers, in order: each
-	// file's first read, and every read of a file staged (not placed);
-	// q is the next. Placed files' later reads need no copy.
-	fetches   []fetch
+	// q is the read of the node (its slot: epoch, position, rank) the
+	// prefetcher considers next, and fresh the local number of the file
+	// the node reads first next: every read of a file staged (not placed)
+	// may need a copy, of a placed file only its first.
 	q         int
+	fresh     int32
 	stageUsed int64
 	copyQ     []int32 // reactive: local files to copy, in order of first read
 	copyHead  int
@@ -120,9 +120,9 @@ type nodeState struct {
 // file is a node's local file under one policy.
 type file struct {
 	land float64 // when its copy lands (inf: none; queued)
-	size int32
-	peer int16 // the node that holds it (clairvoyant+peers) or owns it (hvac)
-	tier int8  // the tier of its copy (-1: staged)
+	g    int32   // its dataset index
+	peer int16   // the node that holds it (clairvoyant+peers) or owns it (hvac)
+	tier int8    // the tier of its copy (-1: staged)
 }
 
 type rankState struct {
@@ -175,12 +175,6 @@ func newRunner(j *job, pol string) *runner {
 		fs = j.spareFiles(total) // one allocation for every node's, a finished policy's if any
 		r.fs = fs
 	}
-	var fetches []fetch
-	if r.prefetching {
-		fetches = j.spareFetches(len(j.reads))
-		r.fetches = fetches
-	}
-	slots := len(j.reads) / cfg.Nodes // each node's reads
 	threads := 0
 	r.threads = make([][2]int, len(cfg.Tiers))
 	for t, tier := range cfg.Tiers {
@@ -206,7 +200,7 @@ func newRunner(j *job, pol string) *runner {
 			ns.fs, fs = fs[:n:n], fs[n:]
 		}
 		for f := range ns.fs {
-			fl := file{land: inf, size: no.size[f], tier: -1}
+			fl := file{land: inf, g: no.files[f], tier: -1}
 			if tier != nil {
 				fl.tier = tier[f]
 			}
@@ -216,14 +210,8 @@ func newRunner(j *job, pol string) *runner {
 			ns.fs[f] = fl
 		}
 		ns.used, used = used[:len(cfg.Tiers):len(cfg.Tiers)], used[len(cfg.Tiers):]
-		if fetches != nil {
-			ns.fetches, fetches = fetches[:0:slots], fetches[slots:]
-		}
 		ns.free, free = free[:threads:threads], free[threads:]
 		ns.poolAt = inf
-	}
-	if r.prefetching {
-		r.listFetches(pol)
 	}
 	r.ranks = make([]rankState, cfg.Nodes*R)
 	for k := range r.ranks {
@@ -240,45 +228,6 @@ func newRunner(j *job, pol string) *runner {
 		r.owns = newBits(len(j.ds.sizes))
 	}
 	return r
-}
-
-// fetch is a read the prefetcher considers: its slot in the node's
-// reads and, beside it, its file's local number.
-type fetch struct{ slot, f int32 }
-
-// listFetches lists, for each node, the reads that may need a copy under
-// the policy's placement (none: every file staged): a placed file's
-// first, a staged file's every one. A read is a file's first when its
-// local number is the node's next (layout numbers them so). The job's
-// reads are walked in order, every node's at once.
-func (r *runner) listFetches(pol string) {
-	R, w := r.cfg.RanksPerNode, r.j.w
-	next := make([]int32, len(r.nodes))
-	tiers := make([][]int8, len(r.nodes))
-	for i, no := range r.j.nodes {
-		switch pol {
-		case "clairvoyant":
-			tiers[i] = no.tier
-		case "clairvoyant+peers":
-			tiers[i] = no.tierPeers
-		}
-	}
-	for q := 0; q*w < len(r.j.reads); q++ {
-		row := r.j.reads[q*w : (q+1)*w]
-		for i := range r.nodes {
-			ns, tier := &r.nodes[i], tiers[i]
-			for l, rd := range row[i*R : (i+1)*R] {
-				f := rd.f
-				first := f == next[i]
-				if first {
-					next[i]++
-				}
-				if first || tier == nil || tier[f] < 0 {
-					ns.fetches = append(ns.fetches, fetch{int32(q*R + l), f})
-				}
-			}
-		}
-	}
 }
 
 func infs(n int) []float64 {
@@ -429,7 +378,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	fl := &ns.fs[f]
 	land, tier := fl.land, fl.tier
 	if r.ownLand != nil && int(fl.peer) == node {
-		if own := r.ownLand[r.j.nodes[node].files[f]]; own < land {
+		if own := r.ownLand[fl.g]; own < land {
 			land, tier = own, 0 // a copy this node made for another
 		}
 	}
@@ -439,7 +388,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 			fl.land = inf
 			ns.stageUsed -= int64(size)
 			if r.peer && int(fl.peer) == node {
-				r.holdLand[r.j.nodes[node].files[f]] = inf
+				r.holdLand[fl.g] = inf
 			}
 		}
 		return done + pre, false
@@ -457,7 +406,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	}
 	done := r.pfsReadParts(begin, size, 1, r.endRequest(ns, fl, size))
 	if r.copyOnRead {
-		r.copyOnMiss(node, f, r.j.nodes[node].files[f], size, c, done)
+		r.copyOnMiss(node, f, fl.g, size, c, done)
 	}
 	return -(done + pre), false
 }

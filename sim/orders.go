@@ -43,8 +43,7 @@ type job struct {
 	// faulted in and zeroed by the kernel again).
 	spare struct {
 		sync.Mutex
-		fs      [][]file
-		fetches [][]fetch
+		fs [][]file
 	}
 }
 
@@ -53,13 +52,6 @@ func (j *job) spareFiles(n int) []file {
 	j.spare.Lock()
 	defer j.spare.Unlock()
 	return takeSpare(&j.spare.fs, n)
-}
-
-// spareFetches is spareFiles for the prefetcher's lists.
-func (j *job) spareFetches(n int) []fetch {
-	j.spare.Lock()
-	defer j.spare.Unlock()
-	return takeSpare(&j.spare.fetches, n)
 }
 
 // takeSpare removes from spare a slab that holds n elements and returns
@@ -81,10 +73,7 @@ func (j *job) release(r *runner) {
 	if r.fs != nil {
 		j.spare.fs = append(j.spare.fs, r.fs)
 	}
-	if r.fetches != nil {
-		j.spare.fetches = append(j.spare.fetches, r.fetches)
-	}
-	r.fs, r.fetches = nil, nil
+	r.fs = nil
 }
 
 // nodeOrder is one node's files in the order its ranks first read them
