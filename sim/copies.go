@@ -75,7 +75,7 @@ func (r *runner) prefetch(i int, t float64) {
 		if r.mustWait(i, f, g, t) {
 			ns.free[k] = inf
 			fl.land = queued
-			r.awaitHolder(i, f, k, t, t)
+			r.awaitHolder(i, copyOf{f, rd.size}, k, t, t)
 			ns.pass(f)
 			continue
 		}
@@ -214,16 +214,15 @@ func newBits(n int) bits        { return make(bits, (n+63)/64) }
 func (b bits) set(g int32)      { b[g>>6] |= 1 << (g & 63) }
 func (b bits) has(g int32) bool { return b[g>>6]&(1<<(g&63)) != 0 }
 
-// awaitHolder goes on with node i's waiting copy of local file f, on
-// thread k, at t.
-func (r *runner) awaitHolder(i int, f int32, k int, since, t float64) {
-	fl := &r.nodes[i].fs[f]
+// awaitHolder goes on with node i's waiting copy c, on thread k, at t.
+func (r *runner) awaitHolder(i int, c copyOf, k int, since, t float64) {
+	fl := &r.nodes[i].fs[c.f]
 	g := fl.g
-	if r.mustWait(i, f, g, t) && t-since < holderWait {
-		r.waitAt(t+holderPoll, i, f, k, since)
+	if r.mustWait(i, c.f, g, t) && t-since < holderWait {
+		r.waitAt(t+holderPoll, i, c, k, since)
 		return
 	}
-	fl.land = r.begin(i, max(int(fl.tier), 0), k, f, g, float64(r.j.ds.sizes[g]), t)
+	fl.land = r.begin(i, max(int(fl.tier), 0), k, c.f, g, float64(c.size), t)
 	r.prefetch(i, t)
 }
 
@@ -469,7 +468,7 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 		return
 	}
 	fl.land = queued
-	ns.copyQ = append(ns.copyQ, f)
+	ns.copyQ = append(ns.copyQ, copyOf{f, int32(size)})
 	r.copyQueued(i, now)
 }
 
@@ -486,7 +485,8 @@ func (r *runner) owned(i int, f, g int32, land float64) {
 func (r *runner) copyQueued(i int, t float64) {
 	ns := &r.nodes[i]
 	for ns.copyHead < len(ns.copyQ) {
-		f := ns.copyQ[ns.copyHead]
+		c := ns.copyQ[ns.copyHead]
+		f := c.f
 		fl := &ns.fs[f]
 		target := int(fl.tier)
 		k, s := ns.thread(r.threads[target], t)
@@ -495,7 +495,7 @@ func (r *runner) copyQueued(i int, t float64) {
 			return
 		}
 		g := fl.g
-		fl.land = r.fetch(i, target, k, f, g, float64(r.j.ds.sizes[g]), t)
+		fl.land = r.fetch(i, target, k, f, g, float64(c.size), t)
 		r.owned(i, f, g, fl.land)
 		ns.copyHead++
 	}

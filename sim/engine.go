@@ -83,11 +83,16 @@ type runner struct {
 	Epochs     []EpochStats
 }
 
-// wait is a copy of local file f that waits for its holder since since.
+// wait is a copy of local file f, of size bytes, that waits for its
+// holder since since.
 type wait struct {
-	f     int32
-	since float64
+	f, size int32
+	since   float64
 }
+
+// copyOf is a file to copy: its local number and size (asked by dataset
+// index, at random, the size would be a miss of the cache).
+type copyOf struct{ f, size int32 }
 
 type nodeState struct {
 	// fs is the node's local files, by local number: what a read or a
@@ -110,7 +115,7 @@ type nodeState struct {
 	q         int
 	fresh     int32
 	stageUsed int64
-	copyQ     []int32 // reactive: local files to copy, in order of first read
+	copyQ     []copyOf // reactive: local files to copy, in order of first read
 	copyHead  int
 	// stopped (reactive, hvac): no tier had room for a copy a reader
 	// asked for, and the node's readers ask no more (wait_max 0).
@@ -247,8 +252,8 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 
 // waitAt has node's copy of local file f on thread k, waiting for its
 // holder since since, look again at t.
-func (r *runner) waitAt(t float64, node int, f int32, k int, since float64) {
-	*r.waitOn(node, k) = wait{f, since}
+func (r *runner) waitAt(t float64, node int, c copyOf, k int, since float64) {
+	*r.waitOn(node, k) = wait{c.f, c.size, since}
 	r.at(t, evWait, node, k)
 }
 
@@ -276,7 +281,7 @@ func (r *runner) run() []EpochStats {
 		case evWait:
 			i, k := int(ev.a), int(ev.b)
 			w := r.waitOn(i, k)
-			r.awaitHolder(i, w.f, k, w.since, ev.t)
+			r.awaitHolder(i, copyOf{w.f, w.size}, k, w.since, ev.t)
 		case evPool:
 			if ns := &r.nodes[ev.a]; ns.poolAt == ev.t {
 				ns.poolAt = inf
@@ -479,10 +484,14 @@ func (r *runner) pfsRate(n int) float64 {
 func (r *runner) netXfer(src, dst int, t, size float64) float64 {
 	d := size / r.cfg.Net.Bandwidth
 	out, in := &r.out[src], &r.in[dst]
+	out.drop(r.now)
+	in.drop(r.now)
 	start := t + r.cfg.Net.Latency
+	var i, j int
 	for {
-		s, i := out.fit(start, d, r.now)
-		s, j := in.fit(s, d, r.now)
+		var s float64
+		s, i = out.fit(start, d, i)
+		s, j = in.fit(s, d, j)
 		if s == start {
 			out.book(i, s, d)
 			in.book(j, s, d)

@@ -15,10 +15,9 @@ type link struct {
 
 type span struct{ from, to float64 }
 
-// fit is the earliest time at or after t at which l is free for d, and
-// where a booking then goes among l's, first dropping the bookings done
-// by now (no booking begins before the clock).
-func (l *link) fit(t, d, now float64) (float64, int) {
+// drop forgets the bookings of l done by now (no booking begins before
+// the clock).
+func (l *link) drop(now float64) {
 	if len(l.busy) > 0 && l.busy[0].to <= now {
 		k := 1
 		for k < len(l.busy) && l.busy[k].to <= now {
@@ -26,10 +25,16 @@ func (l *link) fit(t, d, now float64) (float64, int) {
 		}
 		l.busy = append(l.busy[:0], l.busy[k:]...)
 	}
+}
+
+// fit is the earliest time at or after t at which l is free for d, and
+// where a booking then goes among l's, looking from its booking i on
+// (every one before it done by t: where a fit for an earlier time put
+// it).
+func (l *link) fit(t, d float64, i int) (float64, int) {
 	if t >= l.end {
 		return t, len(l.busy)
 	}
-	i := 0
 	for i < len(l.busy) && l.busy[i].to <= t {
 		i++
 	}
