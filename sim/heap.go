@@ -74,23 +74,29 @@ func (q *queue) pop() (event, bool) {
 	return q.h.pop(), true
 }
 
-// events is a binary min-heap by time.
+// events is a 4-ary min-heap by time: half the levels of a binary one,
+// and a node's children side by side (96 bytes), so a pop visits fewer
+// lines of the cache.
 type events []event
+
+const arity = 4
 
 func (h *events) push(e event) {
 	*h = append(*h, e)
 	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s[i].before(&s[p]) {
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / arity
+		if !e.before(&s[p]) {
 			break
 		}
-		s[i], s[p] = s[p], s[i]
+		s[i] = s[p]
 		i = p
 	}
+	s[i] = e
 }
 
-// pop takes the least event: the hole it leaves goes down the lesser
+// pop takes the least event: the hole it leaves goes down the least
 // children to a leaf, where the last event fills it and rises to its
 // place (it rarely rises far: it was at the bottom).
 func (h *events) pop() event {
@@ -104,18 +110,21 @@ func (h *events) pop() event {
 	}
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= len(s) {
+		c := arity*i + 1
+		if c >= len(s) {
 			break
 		}
-		if r := l + 1; r < len(s) && s[r].before(&s[l]) {
-			l = r
+		least := c
+		for k := c + 1; k < min(c+arity, len(s)); k++ {
+			if s[k].before(&s[least]) {
+				least = k
+			}
 		}
-		s[i] = s[l]
-		i = l
+		s[i] = s[least]
+		i = least
 	}
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / arity
 		if !last.before(&s[p]) {
 			break
 		}
