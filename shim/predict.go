@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -242,6 +243,18 @@ type placer struct {
 	ranking    []int32 // the files read, in placement order
 	pos        []int32 // per file: its place in ranking, -1 if never read
 	next       int     // ranking[:next] are placed
+}
+
+// clone is a copy of pp, nothing placed yet, whose preferring and
+// placing leave pp as it is (the counts and the ranking they replace are
+// shared).
+func (pp *placer) clone() *placer {
+	c := *pp
+	c.pos = slices.Clone(pp.pos)
+	c.Tier = slices.Clone(pp.Tier)
+	c.Bytes = slices.Clone(pp.Bytes)
+	c.Files = slices.Clone(pp.Files)
+	return &c
 }
 
 // readSeq is the files one rank reads in one epoch: its order of dataset

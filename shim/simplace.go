@@ -22,9 +22,9 @@ import (
 // own numbering (a node's files only, if it likes: placement costs 13
 // bytes per file numbered); reads(e) is the orders of the node's ranks in
 // epoch e over that numbering; sizes are by that numbering too (-1: never
-// placed). caps is not modified. It returns the placement and the staging
-// budget.
-func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Order, holds func(f int32) bool) (Placement, int64) {
+// placed). caps is not modified. It returns a placement for each of
+// holds (the reads counted once for all) and the staging budget.
+func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Order, holds ...func(f int32) bool) ([]Placement, int64) {
 	caps = slices.Clone(caps)
 	stage, horizon := placeParams(a, caps)
 	pp := newPlacer(n, caps, horizon, func(e int) []readSeq {
@@ -34,11 +34,19 @@ func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Or
 		}
 		return seqs
 	})
-	if holds != nil {
-		pp.prefer(holds)
+	out := make([]Placement, len(holds))
+	for k, h := range holds {
+		q := pp
+		if k < len(holds)-1 {
+			q = pp.clone()
+		}
+		if h != nil {
+			q.prefer(h)
+		}
+		q.advance(sizes)
+		out[k] = q.Placement
 	}
-	pp.advance(sizes)
-	return pp.Placement, stage
+	return out, stage
 }
 
 // Holders is the holders' rule of a job of several nodes (holders.go):

@@ -148,10 +148,11 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	reads := j.gather(order)
 	perms = nil
+	meta := j.meta()
+	var sizesPool sync.Pool // each goroutine's []int64 of sizes for the placer
 	var mu sync.Mutex
 	parallel(cfg.Nodes, func(i int, localOf []int32) {
 		no := j.layout(reads[i], localOf)
-		sizes := make([]int64, len(no.files))
 		no.size = make([]int32, len(no.files))
 		if j.holder != nil {
 			no.held = make([]int16, len(no.files))
@@ -160,13 +161,13 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 			no.owner = make([]int16, len(no.files))
 		}
 		for f, g := range no.files {
-			sizes[f] = int64(ds.sizes[g])
-			no.size[f] = ds.sizes[g]
+			m := meta[g]
+			no.size[f] = m.size
 			if j.holder != nil {
-				no.held[f] = j.holder[g]
+				no.held[f] = m.holder
 			}
 			if j.owner != nil {
-				no.owner[f] = j.owner[g]
+				no.owner[f] = m.owner
 			}
 		}
 		reads := func(e int) []seed.Order {
@@ -176,17 +177,31 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 			}
 			return os
 		}
-		var stage int64
+		// One placement for the node alone, one for the node among
+		// holders, of one count of its reads.
+		var holds []func(f int32) bool
 		if want["clairvoyant"] {
-			var pl shim.Placement
-			pl, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads, nil)
-			no.tier = pl.Tier
+			holds = append(holds, nil)
 		}
 		if want["clairvoyant+peers"] {
-			var pl shim.Placement
-			pl, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads,
-				func(f int32) bool { return int(no.held[f]) == i })
-			no.tierPeers = pl.Tier
+			holds = append(holds, func(f int32) bool { return int(no.held[f]) == i })
+		}
+		var stage int64
+		if len(holds) > 0 {
+			sizes, _ := sizesPool.Get().([]int64)
+			sizes = sizes[:0]
+			for _, s := range no.size {
+				sizes = append(sizes, int64(s))
+			}
+			var pls []shim.Placement
+			pls, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads, holds...)
+			sizesPool.Put(sizes)
+			if want["clairvoyant"] {
+				no.tier, pls = pls[0].Tier, pls[1:]
+			}
+			if want["clairvoyant+peers"] {
+				no.tierPeers = pls[0].Tier
+			}
 		}
 		mu.Lock()
 		j.nodes[i], j.stage = no, max(j.stage, stage)
@@ -200,6 +215,29 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		}
 	}
 	return j, nil
+}
+
+// fileMeta is what a node's file state copies of a dataset file, in one
+// place: the nodes' files are dataset files at random, and one miss of
+// the cache per file is a third of three.
+type fileMeta struct {
+	size          int32
+	holder, owner int16
+}
+
+// meta is every dataset file's fileMeta.
+func (j *job) meta() []fileMeta {
+	m := make([]fileMeta, len(j.ds.sizes))
+	for g, size := range j.ds.sizes {
+		m[g].size = size
+		if j.holder != nil {
+			m[g].holder = j.holder[g]
+		}
+		if j.owner != nil {
+			m[g].owner = j.owner[g]
+		}
+	}
+	return m
 }
 
 // grownStage is the staging budget the leader settles on (shim's
@@ -266,7 +304,7 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 // gather's, in that numbering. localOf is scratch of one int32 per
 // dataset file, all -1, left so.
 func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
-	no := &nodeOrder{}
+	no := &nodeOrder{files: make([]int32, 0, min(len(reads), len(j.ds.sizes)))}
 	for k, g := range reads {
 		if localOf[g] < 0 {
 			localOf[g] = int32(len(no.files))
@@ -285,7 +323,7 @@ func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
 // node, so that each line of the slab is written whole while it is in
 // the cache.
 func (j *job) interleave(local [][]int32) []slot {
-	const block = 32
+	const block = 512
 	R, w := j.cfg.RanksPerNode, j.w
 	n := j.cfg.Epochs * j.k // positions
 	out := slab[slot](n * w)

@@ -6,8 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/shim"
 )
 
@@ -91,7 +93,9 @@ func TestPeersReadThePFSAboutOnce(t *testing.T) {
 }
 
 // The placement the simulator runs is shim's: the same as augur plan
-// --nodes computes for a walked directory (Prediction.PlaceNodes).
+// --nodes computes for a walked directory (Prediction.PlaceNodes), and
+// for a node alone the same as shim.PlaceNode places it by itself (the
+// two placements share one count of the node's reads).
 func TestPlacementIsShims(t *testing.T) {
 	root := t.TempDir()
 	for i := range 300 {
@@ -106,7 +110,7 @@ func TestPlacementIsShims(t *testing.T) {
 	c.Nodes, c.RanksPerNode, c.Epochs, c.Seed = 3, 2, 4, 7
 	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 120_000, 90_000
 	c.Prefetch.Stage = 15_000 // the eighth augur plan assumes (the leader grows it as it sees the loaders)
-	c.Policies = []string{"clairvoyant+peers"}
+	c.Policies = []string{"clairvoyant", "clairvoyant+peers"}
 	ds, err := makeFiles(c.Dataset, c.Seed)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +148,28 @@ func TestPlacementIsShims(t *testing.T) {
 	}
 	if placed == 0 || placed == 3*p.Len() {
 		t.Fatalf("%d placements: the test needs tiers that hold some files, not all", placed)
+	}
+	for n, no := range j.nodes {
+		sizes := make([]int64, len(no.files))
+		for f := range sizes {
+			sizes[f] = int64(no.size[f])
+		}
+		R := c.RanksPerNode
+		local := make([]int32, len(j.reads)/c.Nodes) // the node's reads, its slots in order
+		for k := range local {
+			local[k] = j.reads[k/R*j.w+n*R+k%R].f
+		}
+		reads := func(e int) []seed.Order {
+			var os []seed.Order
+			for r := range R {
+				os = append(os, localOrder{local, e*j.k*R + r, R, j.k})
+			}
+			return os
+		}
+		alone, _ := shim.PlaceNode(len(no.files), a, []int64{120_000, 90_000}, sizes, reads, nil)
+		if !slices.Equal(alone[0].Tier, no.tier) {
+			t.Fatalf("node %d: the placement alone differs from shim.PlaceNode's by itself", n)
+		}
 	}
 }
 
