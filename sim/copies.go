@@ -59,7 +59,7 @@ func (r *runner) prefetch(i int, t float64) {
 		if s == inf { // every thread held until an event of its own
 			return
 		}
-		if ns.inFlight(s) >= r.cfg.Prefetch.Pending {
+		if r.pendingBinds && ns.inFlight(s) >= r.cfg.Prefetch.Pending {
 			r.poolLater(i, t)
 			return
 		}

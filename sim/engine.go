@@ -41,6 +41,10 @@ type runner struct {
 	// clairvoyant policies). Asked at every read and step: flags, not
 	// the policy's name.
 	perfect, direct, copyOnRead, prefetching bool
+	// pendingBinds: a node has as many threads as copies may be in
+	// flight, or more (else the bound is never reached: Lassen's 10
+	// threads, 256 copies).
+	pendingBinds bool
 
 	q   queue
 	seq uint64
@@ -186,6 +190,7 @@ func newRunner(j *job, pol string) *runner {
 		r.threads[t] = [2]int{threads, threads + tier.Threads}
 		threads += tier.Threads
 	}
+	r.pendingBinds = cfg.Prefetch.Pending <= threads
 	used, free := slab[int64](cfg.Nodes*len(cfg.Tiers)), slab[float64](cfg.Nodes*threads)
 	for i := range r.nodes {
 		no := j.nodes[i]
