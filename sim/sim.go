@@ -85,9 +85,9 @@ func Run(cfg *Config) (*Result, error) {
 }
 
 // cost ranks the policies by how long they take to simulate at scale, as
-// measured at 1024 nodes (per epoch: clairvoyant+peers 0.40 s, hvac
-// 0.39 s, clairvoyant 0.38 s, staging 0.34 s, reactive 0.26 s, pfs
-// 0.12 s, perfect under 0.01 s).
+// measured at 1024 nodes (per epoch: clairvoyant+peers 0.39 s, hvac
+// 0.34 s, clairvoyant 0.28 s, staging and reactive 0.26 s, pfs 0.14 s,
+// perfect 0.02 s).
 var cost = map[string]int{"clairvoyant+peers": 6, "hvac": 5, "clairvoyant": 4, "staging": 3, "reactive": 2, "pfs": 1}
 
 // longestFirst is the order to run policies in so that the two cores
