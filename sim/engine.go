@@ -248,11 +248,10 @@ func infs(n int) []float64 {
 	return s
 }
 
-// at schedules an event of kind at t: not due before the PFS's pipe is
-// free, if it is later (see queue).
+// at schedules an event of kind at t.
 func (r *runner) at(t float64, kind uint8, a, b int) {
 	r.seq++
-	r.q.push(event{t: t, key: r.seq<<kindBits | uint64(kind), a: int32(a), b: int32(b)}, min(t, r.pfsFree))
+	r.q.push(event{t: t, key: r.seq<<kindBits | uint64(kind), a: int32(a), b: int32(b)})
 }
 
 // waitAt has node's copy of local file f on thread k, waiting for its

@@ -7,8 +7,8 @@ import (
 )
 
 // The queue gives events in the order of their times, then of their
-// scheduling, whatever lower bounds they are held back behind: as a
-// sort would, while events are taken and scheduled in turn.
+// scheduling, whichever runs or heap they wait in: as a sort would,
+// while events are taken and scheduled in turn.
 func TestQueueOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var q queue
@@ -25,7 +25,7 @@ func TestQueueOrder(t *testing.T) {
 		if rng.IntN(10) == 0 {
 			e.t = now // a tie with the clock
 		}
-		q.push(e, min(e.t, free))
+		q.push(e)
 		want = append(want, e)
 	}
 	for range 100 {
@@ -50,6 +50,77 @@ func TestQueueOrder(t *testing.T) {
 			break
 		}
 		got = append(got, e)
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i].before(&want[j]) })
+	if len(got) != len(want) {
+		t.Fatalf("%d events out, %d in", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].key != want[i].key {
+			t.Fatalf("event %d: key %d at %.6f, want key %d at %.6f", i, got[i].key, got[i].t, want[i].key, want[i].t)
+		}
+	}
+}
+
+// A long queue: events scheduled nearly in order, one for each one
+// taken, behind two thousand, and others anywhere, so that a
+// lane moves its events down (compaction) and the heap takes some; the
+// order is a sort's.
+func TestQueueOrderLong(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var q queue
+	var want, got []event
+	var seq uint64
+	now, last := 0.0, 0.0
+	heap, moved := false, false
+	schedule := func(t float64) {
+		seq++
+		e := event{t: t, key: seq << kindBits}
+		var heads [lanes]int
+		for k := range q.lanes {
+			heads[k] = q.lanes[k].head
+		}
+		q.push(e)
+		for k := range q.lanes {
+			moved = moved || q.lanes[k].head < heads[k]
+		}
+		heap = heap || len(q.h) > 0
+		want = append(want, e)
+	}
+	inOrder := func() {
+		last += rng.Float64() * 0.001
+		schedule(last + rng.Float64()*0.003)
+	}
+	for range 2000 {
+		inOrder()
+	}
+	for range 20000 {
+		inOrder()
+		for range rng.IntN(3) {
+			schedule(now + rng.Float64()*0.1)
+			e, ok := q.pop()
+			if !ok {
+				t.Fatal("the queue ran dry")
+			}
+			got = append(got, e)
+			now = e.t
+		}
+		e, ok := q.pop()
+		if !ok {
+			t.Fatal("the queue ran dry")
+		}
+		got = append(got, e)
+		now = e.t
+	}
+	for {
+		e, ok := q.pop()
+		if !ok {
+			break
+		}
+		got = append(got, e)
+	}
+	if !heap || !moved {
+		t.Fatalf("heap used %v, a lane compacted %v: the test asks too little", heap, moved)
 	}
 	sort.Slice(want, func(i, j int) bool { return want[i].before(&want[j]) })
 	if len(got) != len(want) {
