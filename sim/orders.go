@@ -280,7 +280,7 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 	R := j.cfg.RanksPerNode
 	reads := make([][]int32, j.cfg.Nodes)
 	m := j.cfg.Epochs * j.k * R
-	all := slab[int32](j.cfg.Nodes * m)
+	all := make([]int32, j.cfg.Nodes*m)
 	for i := range reads {
 		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
@@ -326,7 +326,7 @@ func (j *job) interleave(local [][]int32) []slot {
 	const block = 512
 	R, w := j.cfg.RanksPerNode, j.w
 	n := j.cfg.Epochs * j.k // positions
-	out := slab[slot](n * w)
+	out := make([]slot, n*w)
 	parallel((n+block-1)/block, func(b int, _ []int32) {
 		for i, no := range j.nodes {
 			for p := b * block; p < min((b+1)*block, n); p++ {
