@@ -62,11 +62,11 @@ func (q *queue) push(e event) {
 // join puts e in its place in r if that is within shift of r's end.
 func (r *lane) join(e event) bool {
 	n := len(r.ev)
+	if k := n - shift - 1; k >= r.head && e.before(&r.ev[k]) {
+		return false
+	}
 	i := n
 	for i > r.head && e.before(&r.ev[i-1]) {
-		if n-i == shift {
-			return false
-		}
 		i--
 	}
 	if r.head > 1024 && r.head > n/2 {
