@@ -31,13 +31,12 @@ func (r *runner) prefetch(i int, t float64) {
 		return
 	}
 	ns := &r.nodes[i]
-	R, w := r.cfg.RanksPerNode, r.j.w
 	reading := r.reading()
-	limit := min(reading+r.cfg.Prefetch.Lookahead*R, len(r.j.reads)/len(r.nodes))
+	limit := min(reading+r.cfg.Prefetch.Lookahead*r.cfg.RanksPerNode, r.j.slots())
 	last := t // when the walk's last copy began: the queue's order
 	for ns.q < limit {
 		slot := ns.q
-		rd := r.j.reads[slot/R*w+i*R+slot%R]
+		rd := r.j.nodeRead(i, slot)
 		f := rd.f
 		fl := &ns.fs[f]
 		tier := fl.tier

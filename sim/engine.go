@@ -87,11 +87,10 @@ type runner struct {
 	Epochs     []EpochStats
 }
 
-// wait is a copy of local file f, of size bytes, that waits for its
-// holder since since.
+// wait is a copy c that waits for its holder since since.
 type wait struct {
-	f, size int32
-	since   float64
+	c     copyOf
+	since float64
 }
 
 // copyOf is a file to copy: its local number and size (asked by dataset
@@ -257,7 +256,7 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 // waitAt has node's copy of local file f on thread k, waiting for its
 // holder since since, look again at t.
 func (r *runner) waitAt(t float64, node int, c copyOf, k int, since float64) {
-	*r.waitOn(node, k) = wait{c.f, c.size, since}
+	*r.waitOn(node, k) = wait{c, since}
 	r.at(t, evWait, node, k)
 }
 
@@ -285,7 +284,7 @@ func (r *runner) run() []EpochStats {
 		case evWait:
 			i, k := int(ev.a), int(ev.b)
 			w := r.waitOn(i, k)
-			r.awaitHolder(i, copyOf{w.f, w.size}, k, w.since, ev.t)
+			r.awaitHolder(i, w.c, k, w.since, ev.t)
 		case evPool:
 			if ns := &r.nodes[ev.a]; ns.poolAt == ev.t {
 				ns.poolAt = inf
@@ -335,7 +334,7 @@ func (r *runner) readOn(a int, t float64) {
 	}
 	rank := a / W
 	node := rank / R
-	reads := r.j.reads[r.e*r.j.k*r.j.w+rank:]
+	reads := r.j.rankReads(r.e, rank)
 	b := int(wk.next)
 	if wk.pos == 0 {
 		wk.c = t
@@ -547,7 +546,7 @@ func (r *runner) step(rank int, t float64) {
 	}
 	c := r.cfg.Loop.Compute
 	if r.cfg.Loop.ComputeRate > 0 {
-		reads := r.j.reads[r.e*r.j.k*r.j.w+rank:]
+		reads := r.j.rankReads(r.e, rank)
 		var bytes int64
 		for p := r.next * B; p < min((r.next+1)*B, r.j.k); p++ {
 			bytes += int64(reads[p*r.j.w].size)

@@ -92,6 +92,20 @@ type nodeOrder struct {
 	tier, tierPeers []int8
 }
 
+// slots is how many reads each node makes over the run.
+func (j *job) slots() int { return len(j.reads) / j.cfg.Nodes }
+
+// nodeRead is node i's read at its slot s (epoch, position, the node's
+// rank: the order of layout's reads).
+func (j *job) nodeRead(i, s int) slot {
+	R := j.cfg.RanksPerNode
+	return j.reads[s/R*j.w+i*R+s%R]
+}
+
+// rankReads is rank's reads of epoch e: its read at position p is at
+// p·w (j.w).
+func (j *job) rankReads(e, rank int) []slot { return j.reads[e*j.k*j.w+rank:] }
+
 // slot is one read of a rank: the file's local number and its size (a
 // read asks the size, which by local number would be asked at random).
 type slot struct{ f, size int32 }

@@ -155,9 +155,9 @@ func TestPlacementIsShims(t *testing.T) {
 			sizes[f] = int64(no.size[f])
 		}
 		R := c.RanksPerNode
-		local := make([]int32, len(j.reads)/c.Nodes) // the node's reads, its slots in order
+		local := make([]int32, j.slots()) // the node's reads, its slots in order
 		for k := range local {
-			local[k] = j.reads[k/R*j.w+n*R+k%R].f
+			local[k] = j.nodeRead(n, k).f
 		}
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
