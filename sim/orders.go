@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/augur-hpc/augur/peers"
@@ -140,7 +141,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		samplers[r] = s.(*seed.DistributedSampler)
 	}
 	perms := make([]*seed.Perm, cfg.Epochs)
-	parallel(cfg.Epochs, func(e int, _ []int32) { perms[e] = samplers[0].Perm(e) }, false, 0)
+	parallel(cfg.Epochs, func(e int) { perms[e] = samplers[0].Perm(e) })
 	j.k = samplers[0].View(perms[0]).Len()
 	order := func(r, e int) seed.Order { return samplers[r].View(perms[e]) }
 	want := map[string]bool{}
@@ -152,7 +153,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	}
 	if want["hvac"] {
 		j.owner = make([]int16, n)
-		parallel(n, func(g int, _ []int32) { j.owner[g] = int16(peers.Owner(ds.path(g), cfg.Nodes)) }, false, 0)
+		parallel(n, func(g int) { j.owner[g] = int16(peers.Owner(ds.path(g), cfg.Nodes)) })
 	}
 	caps := make([]int64, len(cfg.Tiers))
 	for t, tier := range cfg.Tiers {
@@ -165,25 +166,8 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	meta := j.meta()
 	var sizesPool sync.Pool // each goroutine's []int64 of sizes for the placer
 	var mu sync.Mutex
-	parallel(cfg.Nodes, func(i int, localOf []int32) {
-		no := j.layout(reads[i], localOf)
-		no.size = make([]int32, len(no.files))
-		if j.holder != nil {
-			no.held = make([]int16, len(no.files))
-		}
-		if j.owner != nil {
-			no.owner = make([]int16, len(no.files))
-		}
-		for f, g := range no.files {
-			m := meta[g]
-			no.size[f] = m.size
-			if j.holder != nil {
-				no.held[f] = m.holder
-			}
-			if j.owner != nil {
-				no.owner[f] = m.owner
-			}
-		}
+	parallelWith(cfg.Nodes, func() []fileMeta { return slices.Clone(meta) }, func(i int, sc []fileMeta) {
+		no := j.layout(reads[i], sc)
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
 			for r := range cfg.RanksPerNode {
@@ -220,7 +204,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		mu.Lock()
 		j.nodes[i], j.stage = no, max(j.stage, stage)
 		mu.Unlock()
-	}, true, n)
+	})
 	j.reads = j.interleave(reads)
 	if j.stage == 0 {
 		j.stage = cfg.Prefetch.Stage
@@ -232,9 +216,11 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 }
 
 // fileMeta is what a node's file state copies of a dataset file, in one
-// place: the nodes' files are dataset files at random, and one miss of
-// the cache per file is a third of three.
+// place, and (layout's scratch) its local number on the node being laid
+// out: the nodes' files are dataset files at random, and one miss of the
+// cache per file is a third of three.
 type fileMeta struct {
+	local         int32 // -1: none yet
 	size          int32
 	holder, owner int16
 }
@@ -243,7 +229,7 @@ type fileMeta struct {
 func (j *job) meta() []fileMeta {
 	m := make([]fileMeta, len(j.ds.sizes))
 	for g, size := range j.ds.sizes {
-		m[g].size = size
+		m[g] = fileMeta{local: -1, size: size}
 		if j.holder != nil {
 			m[g].holder = j.holder[g]
 		}
@@ -298,7 +284,7 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 	for i := range reads {
 		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
-	parallel(j.cfg.Epochs, func(e int, _ []int32) {
+	parallel(j.cfg.Epochs, func(e int) {
 		os := make([]seed.Order, j.w)
 		for r := range os {
 			os[r] = order(r, e)
@@ -308,68 +294,86 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 				reads[r/R][(e*j.k+p)*R+r%R] = int32(o.At(p))
 			}
 		}
-	}, false, 0)
+	})
 	return reads
 }
 
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
-// epoch: the order shim's placer meets them in) and rewrites its reads,
-// gather's, in that numbering. localOf is scratch of one int32 per
-// dataset file, all -1, left so.
-func (j *job) layout(reads []int32, localOf []int32) *nodeOrder {
-	no := &nodeOrder{files: make([]int32, 0, min(len(reads), len(j.ds.sizes)))}
+// epoch: the order shim's placer meets them in), rewrites its reads,
+// gather's, in that numbering, and copies each file's size, holder and
+// owner from meta (every dataset file's, each local -1, left so).
+func (j *job) layout(reads []int32, meta []fileMeta) *nodeOrder {
+	m := min(len(reads), len(j.ds.sizes))
+	no := &nodeOrder{files: make([]int32, 0, m), size: make([]int32, 0, m)}
+	if j.holder != nil {
+		no.held = make([]int16, 0, m)
+	}
+	if j.owner != nil {
+		no.owner = make([]int16, 0, m)
+	}
 	for k, g := range reads {
-		if localOf[g] < 0 {
-			localOf[g] = int32(len(no.files))
+		fm := &meta[g]
+		if fm.local < 0 {
+			fm.local = int32(len(no.files))
 			no.files = append(no.files, g)
+			no.size = append(no.size, fm.size)
+			if no.held != nil {
+				no.held = append(no.held, fm.holder)
+			}
+			if no.owner != nil {
+				no.owner = append(no.owner, fm.owner)
+			}
 		}
-		reads[k] = localOf[g]
+		reads[k] = fm.local
 	}
 	for _, g := range no.files {
-		localOf[g] = -1
+		meta[g].local = -1
 	}
 	return no
 }
 
 // interleave lays the nodes' reads (layout's, one node's together) out
-// as job.reads, by position: a block of positions at a time, node after
-// node, so that each line of the slab is written whole while it is in
-// the cache.
+// as job.reads, by position: a transpose, tile by tile (tile positions of
+// tile nodes: its reads and its part of the slab, 32 KB, stay in the
+// first cache while it is written, each line of the slab written whole).
 func (j *job) interleave(local [][]int32) []slot {
-	const block = 512
+	const tile = 64
 	R, w := j.cfg.RanksPerNode, j.w
 	n := j.cfg.Epochs * j.k // positions
 	out := make([]slot, n*w)
-	parallel((n+block-1)/block, func(b int, _ []int32) {
-		for i, no := range j.nodes {
-			for p := b * block; p < min((b+1)*block, n); p++ {
-				dst := out[p*w+i*R : p*w+(i+1)*R]
-				for l, f := range local[i][p*R : (p+1)*R] {
-					dst[l] = slot{f, no.size[f]}
+	parallel((n+tile-1)/tile, func(b int) {
+		p0, p1 := b*tile, min((b+1)*tile, n)
+		for i0 := 0; i0 < len(j.nodes); i0 += tile {
+			nodes := j.nodes[i0:min(i0+tile, len(j.nodes))]
+			for p := p0; p < p1; p++ {
+				row := out[p*w+i0*R : p*w+(i0+len(nodes))*R]
+				for di, no := range nodes {
+					for l, f := range local[i0+di][p*R : (p+1)*R] {
+						row[di*R+l] = slot{f, no.size[f]}
+					}
 				}
 			}
 		}
-	}, false, 0)
+	})
 	return out
 }
 
-// parallel runs do(0..n-1) on as many goroutines as Go runs at once;
-// with scratch, each goroutine gets its own size-long []int32 of -1.
-func parallel(n int, do func(i int, scratch []int32), scratch bool, size int) {
+// parallel runs do(0..n-1) on as many goroutines as Go runs at once.
+func parallel(n int, do func(i int)) {
+	parallelWith(n, func() struct{} { return struct{}{} }, func(i int, _ struct{}) { do(i) })
+}
+
+// parallelWith is parallel with scratch: each goroutine's, made by
+// scratch, passed to each of its calls of do.
+func parallelWith[S any](n int, scratch func() S, do func(i int, s S)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var s []int32
-			if scratch {
-				s = make([]int32, size)
-				for i := range s {
-					s[i] = -1
-				}
-			}
+			s := scratch()
 			for i := range next {
 				do(i, s)
 			}

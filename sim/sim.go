@@ -69,7 +69,7 @@ func Run(cfg *Config) (*Result, error) {
 	res := &Result{Nodes: cfg.Nodes, RanksPerNode: cfg.RanksPerNode, Files: len(ds.sizes), Bytes: ds.bytes,
 		Stage: j.stage, Policies: make([]PolicyResult, len(cfg.Policies))}
 	order := longestFirst(cfg.Policies)
-	parallel(len(order), func(k int, _ []int32) {
+	parallel(len(order), func(k int) {
 		p := cfg.Policies[order[k]]
 		rn := newRunner(j, p)
 		res.Policies[order[k]] = PolicyResult{Policy: p, Epochs: rn.run()}
@@ -79,7 +79,7 @@ func Run(cfg *Config) (*Result, error) {
 		// the peak stays lower.
 		j.release(rn)
 		runtime.GC()
-	}, false, 0)
+	})
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }

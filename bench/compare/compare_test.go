@@ -216,3 +216,24 @@ func mountFusectl(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, 0) })
 }
+
+// TestHostBusy: the S4 table gives the share of the host's processors
+// busy in each epoch, read from /proc/stat.
+func TestHostBusy(t *testing.T) {
+	if got := (hostCPU{busy: 150, total: 300}).busySince(hostCPU{busy: 100, total: 200}); got != 0.5 {
+		t.Errorf("busySince = %v, want 0.5", got)
+	}
+	if got := (hostCPU{busy: 150, total: 300}).busySince(hostCPU{}); got != 0 {
+		t.Errorf("busySince with nothing read before = %v, want 0", got)
+	}
+	a := readHostCPU()
+	if a.total == 0 || a.busy > a.total {
+		t.Fatalf("/proc/stat read as %+v", a)
+	}
+	var b bytes.Buffer
+	printNodes(&b, &nodesResult{Nodes: 4, Bytes: 1e8, TierBytes: 1e7, LinkRate: 5e7, PFS: "50MiB/s",
+		Runs: []*nodesRun{{Config: "pfs", Epochs: []nodesEpoch{{Epoch: 1, Seconds: 3, Bound: 2, Stall: 1, PFSBytes: 1e8, HostBusy: 0.456}}}}})
+	if want := "| pfs | 1 | 3.00 | 2.00 | 1.50 | 1.00 | 100.0 | 0.0 | 46% | 1.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("S4 row: want %q in\n%s", want, b.String())
+	}
+}

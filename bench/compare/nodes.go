@@ -107,6 +107,11 @@ type nodesEpoch struct {
 	PFSBytes  int64   `json:"pfs_bytes"`
 	PeerBytes int64   `json:"peer_bytes"` // received by all nodes
 	Bound     float64 `json:"bound_seconds,omitempty"`
+	// HostBusy is the share of the host's processors that were busy in
+	// the epoch (the first from the nodes' start): four nodes share this
+	// host's, so where it nears 1 the host, not the emulated PFS or
+	// links, sets the pace.
+	HostBusy float64 `json:"host_cpu_busy"`
 }
 
 // runNodes runs S4.
@@ -194,17 +199,17 @@ func medianRun(rounds []*nodesRun) *nodesRun {
 	last := rounds[len(rounds)-1]
 	out := &nodesRun{Config: last.Config, About: last.About, Stats: last.Stats, Notes: last.Notes}
 	for e := range last.Epochs {
-		var secs, stall []float64
+		var secs, stall, busy []float64
 		var pfs, peer []int64
 		for _, r := range rounds {
 			if e < len(r.Epochs) {
 				ep := r.Epochs[e]
-				secs, stall = append(secs, ep.Seconds), append(stall, ep.Stall)
+				secs, stall, busy = append(secs, ep.Seconds), append(stall, ep.Stall), append(busy, ep.HostBusy)
 				pfs, peer = append(pfs, ep.PFSBytes), append(peer, ep.PeerBytes)
 			}
 		}
 		out.Epochs = append(out.Epochs, nodesEpoch{Epoch: last.Epochs[e].Epoch, Seconds: median(secs),
-			Stall: median(stall), PFSBytes: int64(median(pfs)), PeerBytes: int64(median(peer))})
+			Stall: median(stall), PFSBytes: int64(median(pfs)), PeerBytes: int64(median(peer)), HostBusy: median(busy)})
 	}
 	for _, r := range rounds {
 		var secs []float64
@@ -325,12 +330,12 @@ func (s *s4) run(c nodeConfig, r *nodesRun) error {
 		os.Remove(s.statFile(i))
 	}
 	b := newEpochBarrier(n)
-	prev := s.counters()
+	prev, cpuPrev := s.counters(), readHostCPU()
 	b.last = func(epoch int) {
-		now := s.counters()
+		now, cpuNow := s.counters(), readHostCPU()
 		d := dlbench.SubStats(now, prev)
-		prev = now
-		ep := nodesEpoch{Epoch: epoch, PFSBytes: d.ReadBytes}
+		ep := nodesEpoch{Epoch: epoch, PFSBytes: d.ReadBytes, HostBusy: cpuNow.busySince(cpuPrev)}
+		prev, cpuPrev = now, cpuNow
 		if c.policy != "" && epoch < s.w.Epochs {
 			ep.PeerBytes = s.peerBytesIn(r, s.liveStat)
 		}
@@ -522,8 +527,8 @@ func printNodes(w io.Writer, nr *nodesResult) {
 	}
 	fmt.Fprintf(w, "\nS4: %d nodes, 1 rank each — %s; each node's tier %s (%.1fx the dataset in all); links %.0f MB/s each way; PFS %s%s\n",
 		nr.Nodes, nr.Dataset, fmtMiB(nr.TierBytes), float64(nr.TierBytes)*float64(nr.Nodes)/float64(nr.Bytes), nr.LinkRate/1e6, nr.PFS, rounds)
-	fmt.Fprintf(w, "| config | epoch | time (s) | bound (s) | x bound | stall (s) | PFS MB | peer MB | PFS x dataset, all epochs |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| config | epoch | time (s) | bound (s) | x bound | stall (s) | PFS MB | peer MB | host CPU busy | PFS x dataset, all epochs |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range nr.Runs {
 		if r.Error != "" {
 			fmt.Fprintf(w, "| %s | failed: %s |\n", r.Config, firstLine(r.Error))
@@ -542,8 +547,8 @@ func printNodes(w io.Writer, nr *nodesResult) {
 			if ep.Bound > 0 {
 				bound = fmt.Sprintf("%.2f", ep.Bound)
 			}
-			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %.2f | %.1f | %.1f | %s |\n", r.Config, ep.Epoch, ep.Seconds,
-				bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, total)
+			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %s |\n", r.Config, ep.Epoch, ep.Seconds,
+				bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, 100*ep.HostBusy, total)
 		}
 	}
 }
@@ -597,3 +602,43 @@ func (b *epochBarrier) abort() { b.once.Do(func() { close(b.aborted) }) }
 
 // shellQuote quotes s for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// hostCPU is the host's processor time so far, in clock ticks
+// (/proc/stat's first line): busy, and in all.
+type hostCPU struct{ busy, total uint64 }
+
+// readHostCPU reads the host's processor time; zero where /proc/stat
+// cannot be read or parsed (busySince then says 0).
+func readHostCPU() hostCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return hostCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return hostCPU{}
+	}
+	// user nice system idle iowait irq softirq steal (guest time is
+	// counted in user already).
+	var c hostCPU
+	for k, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return hostCPU{}
+		}
+		c.total += n
+		if k != 3 && k != 4 { // idle, iowait
+			c.busy += n
+		}
+	}
+	return c
+}
+
+// busySince is the share of the processors' time busy since prev.
+func (c hostCPU) busySince(prev hostCPU) float64 {
+	if prev.total == 0 || c.total <= prev.total {
+		return 0
+	}
+	return float64(c.busy-prev.busy) / float64(c.total-prev.total)
+}
