@@ -101,13 +101,21 @@ func (ns *nodeState) pass(f int32) {
 // thread is the thread of a tier (its threads' span of ns.free) that is
 // free first, and when a copy may begin on it: not before after.
 func (ns *nodeState) thread(span [2]int, after float64) (int, float64) {
-	k, s := span[0], inf
-	for j := span[0]; j < span[1]; j++ {
-		if f := ns.free[j]; f < s {
-			k, s = j, f
+	k, s := span[0], math.Float64bits(inf)
+	for j, f := range ns.free[span[0]:span[1]] {
+		// Without a branch, which a thread's times (alike) mispredict:
+		// a time is never negative, so its bits order as the numbers
+		// do, and integers' min and a mask take none (c+p at 1024 x 30
+		// 8.6-9.4 s against 9.2-11.6 s).
+		b := math.Float64bits(f)
+		lt := 0
+		if b < s { // a SETcc
+			lt = 1
 		}
+		k ^= (k ^ (span[0] + j)) & -lt // k = span[0]+j if lt
+		s = min(s, b)
 	}
-	return k, max(s, after)
+	return k, max(math.Float64frombits(s), after)
 }
 
 // inFlight is the number of ns's copies under way at s.

@@ -490,11 +490,9 @@ func (r *runner) netXfer(src, dst int, t, size float64) float64 {
 	out.drop(r.now)
 	in.drop(r.now)
 	start := t + r.cfg.Net.Latency
-	var i, j int
 	for {
-		var s float64
-		s, i = out.fit(start, d, i)
-		s, j = in.fit(s, d, j)
+		s, i := out.fit(start, d)
+		s, j := in.fit(s, d)
 		if s == start {
 			out.book(i, s, d)
 			in.book(j, s, d)

@@ -9,7 +9,12 @@ package sim
 // earlier time: the link serves each transfer whole, in the gaps the
 // others leave.
 type link struct {
+	// busy[head:] are the bookings not yet done. A node's link into it
+	// holds a hundred of them at scale (its prefetcher books its copies
+	// a thousand reads ahead), so drop moves head, and cuts the done
+	// ones away only once they are half.
 	busy []span
+	head int
 	end  float64 // when the last booking ends
 }
 
@@ -18,25 +23,27 @@ type span struct{ from, to float64 }
 // drop forgets the bookings of l done by now (no booking begins before
 // the clock).
 func (l *link) drop(now float64) {
-	if len(l.busy) > 0 && l.busy[0].to <= now {
-		k := 1
-		for k < len(l.busy) && l.busy[k].to <= now {
-			k++
-		}
-		l.busy = append(l.busy[:0], l.busy[k:]...)
+	for l.head < len(l.busy) && l.busy[l.head].to <= now {
+		l.head++
+	}
+	if l.head > 32 && l.head > len(l.busy)/2 {
+		l.busy = l.busy[:copy(l.busy, l.busy[l.head:])]
+		l.head = 0
 	}
 }
 
 // fit is the earliest time at or after t at which l is free for d, and
-// where a booking then goes among l's, looking from its booking i on
-// (every one before it done by t: where a fit for an earlier time put
-// it).
-func (l *link) fit(t, d float64, i int) (float64, int) {
+// where a booking then goes among l's.
+func (l *link) fit(t, d float64) (float64, int) {
 	if t >= l.end {
 		return t, len(l.busy)
 	}
-	for i < len(l.busy) && l.busy[i].to <= t {
-		i++
+	// The first booking that ends after t (their ends are in order),
+	// looked for from the last: a transfer is booked near the end, behind
+	// the few that hold the link up (a hundred are booked at scale).
+	i := len(l.busy)
+	for i > l.head && l.busy[i-1].to > t {
+		i--
 	}
 	for ; i < len(l.busy); i++ {
 		if l.busy[i].from >= t+d {
