@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// naiveFit is fit by its definition: the earliest time at or after t at
+// which none of the bookings overlaps [t, t+d).
+func naiveFit(busy []span, t, d float64) float64 {
+	for moved := true; moved; {
+		moved = false
+		for _, b := range busy {
+			if b.from < t+d && t < b.to {
+				t, moved = b.to, true
+			}
+		}
+	}
+	return t
+}
+
+// TestLinkFit: a link books each transfer in the first gap long enough,
+// keeps its bookings in order and apart, and forgets only those done.
+func TestLinkFit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var l link
+	var live []span // every booking not done, kept naively
+	now, compacted := 0.0, 0
+	for range 20000 {
+		now += rng.Float64() * 0.5
+		head := l.head
+		l.drop(now)
+		if l.head < head {
+			compacted++
+		}
+		kept := live[:0]
+		for _, b := range live {
+			if b.to > now {
+				kept = append(kept, b)
+			}
+		}
+		live = kept
+		// Busy four fifths of the time, booked up to 5 s ahead.
+		start, d := now+rng.Float64()*5, 0.02+rng.Float64()*0.36
+		s, i := l.fit(start, d)
+		if want := naiveFit(live, start, d); s != want {
+			t.Fatalf("fit(%v, %v) = %v, want %v", start, d, s, want)
+		}
+		l.book(i, s, d)
+		live = append(live, span{s, s + d})
+		got := l.busy[l.head:]
+		if len(got) != len(live) {
+			t.Fatalf("%d bookings kept, want %d", len(got), len(live))
+		}
+		for k := 1; k < len(got); k++ {
+			if got[k].from < got[k-1].to {
+				t.Fatalf("bookings out of order or overlapping: %v then %v", got[k-1], got[k])
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Error("the done bookings were never cut away")
+	}
+}
+
+// TestThreadFreeFirst: a tier's thread free first, the first of those
+// free as early, and when a copy may begin on it.
+func TestThreadFreeFirst(t *testing.T) {
+	ns := nodeState{free: []float64{5, 3, inf, 3, 0, 7}}
+	for _, c := range []struct {
+		span  [2]int
+		after float64
+		k     int
+		s     float64
+	}{
+		{[2]int{0, 4}, 0, 1, 3},   // the first of two at 3
+		{[2]int{0, 4}, 4, 1, 4},   // not before after
+		{[2]int{2, 3}, 1, 2, inf}, // every thread held
+		{[2]int{2, 6}, 1, 4, 1},   // one free at 0
+		{[2]int{5, 6}, 0, 5, 7},
+	} {
+		if k, s := ns.thread(c.span, c.after); k != c.k || s != c.s {
+			t.Errorf("thread(%v, %v) = %d, %v; want %d, %v", c.span, c.after, k, s, c.k, c.s)
+		}
+	}
+}
