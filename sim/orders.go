@@ -140,16 +140,28 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		}
 		samplers[r] = s.(*seed.DistributedSampler)
 	}
-	perms := make([]*seed.Perm, cfg.Epochs)
-	parallel(cfg.Epochs, func(e int) { perms[e] = samplers[0].Perm(e) })
-	j.k = samplers[0].View(perms[0]).Len()
-	order := func(r, e int) seed.Order { return samplers[r].View(perms[e]) }
+	// An epoch's permutation is every rank's (each views its part); one
+	// is drawn per epoch as the reads are gathered, the first kept for
+	// the holders.
+	first := samplers[0].Perm(0)
+	j.k = samplers[0].View(first).Len()
+	orders := func(e int) []seed.Order {
+		perm := first
+		if e > 0 {
+			perm = samplers[0].Perm(e)
+		}
+		os := make([]seed.Order, j.w)
+		for r := range os {
+			os[r] = samplers[r].View(perm)
+		}
+		return os
+	}
 	want := map[string]bool{}
 	for _, p := range cfg.Policies {
 		want[p] = true
 	}
 	if want["clairvoyant+peers"] || want["hvac"] {
-		j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return order(r, 0) })
+		j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return samplers[r].View(first) })
 	}
 	if want["hvac"] {
 		j.owner = make([]int16, n)
@@ -161,8 +173,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	}
 	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
-	reads := j.gather(order)
-	perms = nil
+	reads := j.gather(orders)
 	meta := j.meta()
 	var sizesPool sync.Pool // each goroutine's []int64 of sizes for the placer
 	var mu sync.Mutex
@@ -272,11 +283,12 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 
 // gather writes down every node's reads of the run, as dataset indices,
 // by slot (epoch, then position, then the node's rank; one node's reads
-// together, as layout and the placer read them): each epoch's
-// orders are read position by position, every rank at each, which is
+// together, as layout and the placer read them): each epoch's orders
+// (orders(e), every rank's, one permutation kept at a time per core) are
+// read position by position, every rank at each, which is
 // how DistributedSampler's orders lie in the permutation (rank after rank
 // at each position), so the permutation is read in order.
-func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
+func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 	R := j.cfg.RanksPerNode
 	reads := make([][]int32, j.cfg.Nodes)
 	m := j.cfg.Epochs * j.k * R
@@ -285,10 +297,7 @@ func (j *job) gather(order func(r, e int) seed.Order) [][]int32 {
 		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
 	parallel(j.cfg.Epochs, func(e int) {
-		os := make([]seed.Order, j.w)
-		for r := range os {
-			os[r] = order(r, e)
-		}
+		os := orders(e)
 		for p := range j.k {
 			for r, o := range os {
 				reads[r/R][(e*j.k+p)*R+r%R] = int32(o.At(p))
