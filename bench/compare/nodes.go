@@ -38,12 +38,12 @@ const (
 	s4Size  = 64 << 10
 	s4Tier  = s4Bytes * 35 / 100 // per node: 1.4x the dataset in all
 	s4Link  = 50e6               // bytes/s each way per node (400 Mbit/s)
-	// s4Bandwidth is the PFS's, shared by all nodes. Four nodes share
-	// this host's two processors, which a cluster's nodes do not: at
-	// 100 MiB/s the leaders' copies kept them 82-98% busy in augur's
-	// first epochs, and the host, not the PFS, set the pace. At half
-	// that the PFS does, as on a cluster (each epoch's host_cpu_busy
-	// says how far).
+	// s4Bandwidth is the PFS's, shared by all nodes. Four nodes and the
+	// emulator share this host's two processors, which a cluster's
+	// nodes do not: at 100 MiB/s augur's first epochs kept them 82-88%
+	// busy (the emulator's FUSE server the most of it), and the host,
+	// not the PFS, set the pace. At half that the PFS does, as on a
+	// cluster (each epoch's host_cpu_busy says how far).
 	s4Bandwidth = 50 * mib
 )
 
