@@ -456,7 +456,7 @@ func (r *runner) tees(size float64) bool {
 // When the reader tees it, or the client caches the PFS's pages and the
 // copy is to come from the PFS (it rides the reader's pages), it lands as
 // the read ends; else it waits its turn in the node's queue.
-func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
+func (r *runner) copyOnMiss(i int, f int32, size, now, done float64) {
 	ns := &r.nodes[i]
 	fl := &ns.fs[f]
 	if fl.land != inf {
@@ -471,7 +471,7 @@ func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	fromPFS := r.ownLand == nil || int(fl.peer) == i
 	if r.tees(size) || fromPFS && r.cfg.PFS.ClientCache {
 		fl.land = done + size/r.cfg.Tiers[t].Bandwidth
-		r.owned(i, f, g, fl.land)
+		r.owned(i, f, fl.g, fl.land)
 		return
 	}
 	fl.land = queued

@@ -253,8 +253,8 @@ func (r *runner) at(t float64, kind uint8, a, b int) {
 	r.q.push(event{t: t, key: r.seq<<kindBits | uint64(kind), a: int32(a), b: int32(b)})
 }
 
-// waitAt has node's copy of local file f on thread k, waiting for its
-// holder since since, look again at t.
+// waitAt has node's copy c on thread k, waiting for its holder since
+// since, look again at t.
 func (r *runner) waitAt(t float64, node int, c copyOf, k int, since float64) {
 	*r.waitOn(node, k) = wait{c, since}
 	r.at(t, evWait, node, k)
@@ -414,7 +414,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	}
 	done := r.pfsReadParts(begin, size, 1, r.endRequest(ns, fl, size))
 	if r.copyOnRead {
-		r.copyOnMiss(node, f, fl.g, size, c, done)
+		r.copyOnMiss(node, f, size, c, done)
 	}
 	return -(done + pre), false
 }

@@ -175,10 +175,15 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	reads := j.gather(orders)
 	meta := j.meta()
-	var sizesPool sync.Pool // each goroutine's []int64 of sizes for the placer
+	// Each core's scratch: the files' meta to number with, the sizes it
+	// hands the placer.
+	type scratch struct {
+		meta  []fileMeta
+		sizes []int64
+	}
 	var mu sync.Mutex
-	parallelWith(cfg.Nodes, func() []fileMeta { return slices.Clone(meta) }, func(i int, sc []fileMeta) {
-		no := j.layout(reads[i], sc)
+	parallelWith(cfg.Nodes, func() *scratch { return &scratch{meta: slices.Clone(meta)} }, func(i int, sc *scratch) {
+		no := j.layout(reads[i], sc.meta)
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
 			for r := range cfg.RanksPerNode {
@@ -197,14 +202,12 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		}
 		var stage int64
 		if len(holds) > 0 {
-			sizes, _ := sizesPool.Get().([]int64)
-			sizes = sizes[:0]
+			sc.sizes = sc.sizes[:0]
 			for _, s := range no.size {
-				sizes = append(sizes, int64(s))
+				sc.sizes = append(sc.sizes, int64(s))
 			}
 			var pls []shim.Placement
-			pls, stage = shim.PlaceNode(len(no.files), a, caps, sizes, reads, holds...)
-			sizesPool.Put(sizes)
+			pls, stage = shim.PlaceNode(len(no.files), a, caps, sc.sizes, reads, holds...)
 			if want["clairvoyant"] {
 				no.tier, pls = pls[0].Tier, pls[1:]
 			}
@@ -228,8 +231,8 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 
 // fileMeta is what a node's file state copies of a dataset file, in one
 // place, and (layout's scratch) its local number on the node being laid
-// out: the nodes' files are dataset files at random, and one miss of the
-// cache per file is a third of three.
+// out: the nodes' files are dataset files at random, so a file costs one
+// miss of the cache, not one per array.
 type fileMeta struct {
 	local         int32 // -1: none yet
 	size          int32
