@@ -236,4 +236,11 @@ func TestHostBusy(t *testing.T) {
 	if want := "| pfs | 1 | 3.00 | 2.00 | 1.50 | 1.00 | 100.0 | 0.0 | 46% | 1.00 |"; !strings.Contains(b.String(), want) {
 		t.Errorf("S4 row: want %q in\n%s", want, b.String())
 	}
+	// An older bench.json has no host_cpu_busy: the table says so, not 0%.
+	b.Reset()
+	printNodes(&b, &nodesResult{Nodes: 4, Bytes: 1e8, TierBytes: 1e7, LinkRate: 5e7, PFS: "100MiB/s",
+		Runs: []*nodesRun{{Config: "pfs", Epochs: []nodesEpoch{{Epoch: 1, Seconds: 3, Bound: 2, Stall: 1, PFSBytes: 1e8}}}}})
+	if want := "| pfs | 1 | 3.00 | 2.00 | 1.50 | 1.00 | 100.0 | 0.0 | - | 1.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("S4 row without host_cpu_busy: want %q in\n%s", want, b.String())
+	}
 }

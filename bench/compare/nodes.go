@@ -117,7 +117,7 @@ type nodesEpoch struct {
 	// the epoch (the first from the nodes' start): four nodes share this
 	// host's, so where it nears 1 the host, not the emulated PFS or
 	// links, sets the pace.
-	HostBusy float64 `json:"host_cpu_busy"`
+	HostBusy float64 `json:"host_cpu_busy,omitempty"`
 }
 
 // runNodes runs S4.
@@ -553,8 +553,12 @@ func printNodes(w io.Writer, nr *nodesResult) {
 			if ep.Bound > 0 {
 				bound = fmt.Sprintf("%.2f", ep.Bound)
 			}
-			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %s |\n", r.Config, ep.Epoch, ep.Seconds,
-				bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, 100*ep.HostBusy, total)
+			busy := "-" // not recorded (an older bench.json, or /proc/stat unread)
+			if ep.HostBusy > 0 {
+				busy = fmt.Sprintf("%.0f%%", 100*ep.HostBusy)
+			}
+			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %.2f | %.1f | %.1f | %s | %s |\n", r.Config, ep.Epoch, ep.Seconds,
+				bound, ratio(ep.Seconds, ep.Bound), ep.Stall, float64(ep.PFSBytes)/1e6, float64(ep.PeerBytes)/1e6, busy, total)
 		}
 	}
 }
