@@ -490,9 +490,11 @@ func (r *runner) netXfer(src, dst int, t, size float64) float64 {
 	out.drop(r.now)
 	in.drop(r.now)
 	start := t + r.cfg.Net.Latency
+	i, j := -1, -1
 	for {
-		s, i := out.fit(start, d)
-		s, j := in.fit(s, d)
+		var s float64
+		s, i = out.fit(start, d, i)
+		s, j = in.fit(s, d, j)
 		if s == start {
 			out.book(i, s, d)
 			in.book(j, s, d)

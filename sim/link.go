@@ -33,19 +33,28 @@ func (l *link) drop(now float64) {
 }
 
 // fit is the earliest time at or after t at which l is free for d, and
-// where a booking then goes among l's.
-func (l *link) fit(t, d float64) (float64, int) {
+// where a booking then goes among l's. from is where a fit of the same
+// transfer put it whose time was at or before t (-1: none; the links do
+// not change in between): the search goes on from there rather than
+// again.
+func (l *link) fit(t, d float64, from int) (float64, int) {
 	if t >= l.end {
 		return t, len(l.busy)
 	}
 	// The first booking that ends after t (their ends are in order),
 	// looked for from the last: a transfer is booked near the end, behind
 	// the few that hold the link up (a hundred are booked at scale).
-	i := len(l.busy)
-	for i > l.head && l.busy[i-1].to > t {
-		i--
+	i := from
+	if i < 0 {
+		i = len(l.busy)
+		for i > l.head && l.busy[i-1].to > t {
+			i--
+		}
 	}
 	for ; i < len(l.busy); i++ {
+		if l.busy[i].to <= t {
+			continue
+		}
 		if l.busy[i].from >= t+d {
 			return t, i
 		}

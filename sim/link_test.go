@@ -42,9 +42,19 @@ func TestLinkFit(t *testing.T) {
 		live = kept
 		// Busy four fifths of the time, booked up to 5 s ahead.
 		start, d := now+rng.Float64()*5, 0.02+rng.Float64()*0.36
-		s, i := l.fit(start, d)
+		s, i := l.fit(start, d, -1)
 		if want := naiveFit(live, start, d); s != want {
 			t.Fatalf("fit(%v, %v) = %v, want %v", start, d, s, want)
+		}
+		// Gone on from there for a time at or after that fit's, as
+		// netXfer's other link moves it: the same as a fit from scratch.
+		later := s + rng.Float64()*2
+		ls, li := l.fit(later, d, i)
+		if ws, wi := l.fit(later, d, -1); ls != ws || li != wi {
+			t.Fatalf("fit(%v, %v) from %d = %v at %d, from scratch %v at %d", later, d, i, ls, li, ws, wi)
+		}
+		if want := naiveFit(live, later, d); ls != want {
+			t.Fatalf("fit(%v, %v) from %d = %v, want %v", later, d, i, ls, want)
 		}
 		l.book(i, s, d)
 		live = append(live, span{s, s + d})

@@ -346,21 +346,24 @@ func (j *job) layout(reads []int32, meta []fileMeta) *nodeOrder {
 }
 
 // interleave lays the nodes' reads (layout's, one node's together) out
-// as job.reads, by position: a transpose, tile by tile (tile positions of
-// tile nodes: its reads and its part of the slab, 32 KB, stay in the
-// first cache while it is written, each line of the slab written whole).
+// as job.reads, by position: a transpose, tile by tile, a tile a run of
+// positions of a few nodes. Each node's run of positions reads a run of
+// its sizes (its files are numbered as first read), in order, and each
+// position's row of the tile is a line of the slab, written whole. (Tiles
+// of 64 positions of 64 nodes read a node's sizes a few lines at a time,
+// a miss each: 1024 x 90's interleave in 1.9-2.4 s, against 1.0-1.9 s.)
 func (j *job) interleave(local [][]int32) []slot {
-	const tile = 64
+	const positions, nodes = 1024, 8
 	R, w := j.cfg.RanksPerNode, j.w
 	n := j.cfg.Epochs * j.k // positions
 	out := make([]slot, n*w)
-	parallel((n+tile-1)/tile, func(b int) {
-		p0, p1 := b*tile, min((b+1)*tile, n)
-		for i0 := 0; i0 < len(j.nodes); i0 += tile {
-			nodes := j.nodes[i0:min(i0+tile, len(j.nodes))]
+	parallel((n+positions-1)/positions, func(b int) {
+		p0, p1 := b*positions, min((b+1)*positions, n)
+		for i0 := 0; i0 < len(j.nodes); i0 += nodes {
+			tile := j.nodes[i0:min(i0+nodes, len(j.nodes))]
 			for p := p0; p < p1; p++ {
-				row := out[p*w+i0*R : p*w+(i0+len(nodes))*R]
-				for di, no := range nodes {
+				row := out[p*w+i0*R : p*w+(i0+len(tile))*R]
+				for di, no := range tile {
 					for l, f := range local[i0+di][p*R : (p+1)*R] {
 						row[di*R+l] = slot{f, no.size[f]}
 					}
