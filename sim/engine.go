@@ -487,8 +487,8 @@ func (r *runner) pfsRate(n int) float64 {
 func (r *runner) netXfer(src, dst int, t, size float64) float64 {
 	d := size / r.cfg.Net.Bandwidth
 	out, in := &r.out[src], &r.in[dst]
-	out.drop(r.now)
-	in.drop(r.now)
+	out.tidy(r.now)
+	in.tidy(r.now)
 	start := t + r.cfg.Net.Latency
 	i, j := -1, -1
 	for {

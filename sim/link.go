@@ -9,10 +9,10 @@ package sim
 // earlier time: the link serves each transfer whole, in the gaps the
 // others leave.
 type link struct {
-	// busy[head:] are the bookings not yet done. A node's link into it
-	// holds a hundred of them at scale (its prefetcher books its copies
-	// a thousand reads ahead), so drop moves head, and cuts the done
-	// ones away only once they are half.
+	// busy[head:] are the bookings not yet done, and some done (see
+	// tidy). A node's link into it holds a hundred of them at scale (its
+	// prefetcher books its copies a thousand reads ahead), so drop moves
+	// head, and cuts the done ones away only once they are half.
 	busy []span
 	head int
 	end  float64 // when the last booking ends
@@ -29,6 +29,17 @@ func (l *link) drop(now float64) {
 	if l.head > 32 && l.head > len(l.busy)/2 {
 		l.busy = l.busy[:copy(l.busy, l.busy[l.head:])]
 		l.head = 0
+	}
+}
+
+// tidy drops l's bookings done by now when the next would grow it. fit
+// passes over done ones (they end before any time it is asked for), so
+// a transfer reads only the bookings near the end, a line of the cache
+// or two, not also the first (at 1024 x 30, c+p 10.2-11.1 s against
+// 10.4-11.4 s, hvac 7.7-8.9 s against 8.1-9.8 s).
+func (l *link) tidy(now float64) {
+	if len(l.busy) == cap(l.busy) {
+		l.drop(now)
 	}
 }
 
