@@ -316,31 +316,38 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 // gather's, in that numbering, and copies each file's size, holder and
 // owner from meta (every dataset file's, each local -1, left so).
 func (j *job) layout(reads []int32, meta []fileMeta) *nodeOrder {
-	m := min(len(reads), len(j.ds.sizes))
-	no := &nodeOrder{files: make([]int32, 0, m), size: make([]int32, 0, m)}
+	// Numbered first, in a loop that holds little: the next reads' misses
+	// of meta are under way while one waits. Each file's meta after,
+	// lookups that do not wait on each other (1024 x 90: layout and
+	// placement in 3.8-3.9 s against 4.2-4.4 s, numbering and copying in
+	// one loop).
+	files := make([]int32, 0, min(len(reads), len(j.ds.sizes)))
+	for k, g := range reads {
+		l := meta[g].local
+		if l < 0 {
+			l = int32(len(files))
+			meta[g].local = l
+			files = append(files, g)
+		}
+		reads[k] = l
+	}
+	no := &nodeOrder{files: files, size: make([]int32, len(files))}
 	if j.holder != nil {
-		no.held = make([]int16, 0, m)
+		no.held = make([]int16, len(files))
 	}
 	if j.owner != nil {
-		no.owner = make([]int16, 0, m)
+		no.owner = make([]int16, len(files))
 	}
-	for k, g := range reads {
+	for f, g := range files {
 		fm := &meta[g]
-		if fm.local < 0 {
-			fm.local = int32(len(no.files))
-			no.files = append(no.files, g)
-			no.size = append(no.size, fm.size)
-			if no.held != nil {
-				no.held = append(no.held, fm.holder)
-			}
-			if no.owner != nil {
-				no.owner = append(no.owner, fm.owner)
-			}
+		fm.local = -1
+		no.size[f] = fm.size
+		if no.held != nil {
+			no.held[f] = fm.holder
 		}
-		reads[k] = fm.local
-	}
-	for _, g := range no.files {
-		meta[g].local = -1
+		if no.owner != nil {
+			no.owner[f] = fm.owner
+		}
 	}
 	return no
 }
