@@ -160,13 +160,22 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	for _, p := range cfg.Policies {
 		want[p] = true
 	}
-	if want["clairvoyant+peers"] || want["hvac"] {
-		j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return samplers[r].View(first) })
-	}
-	if want["hvac"] {
-		j.owner = make([]int16, n)
-		parallel(n, func(g int) { j.owner[g] = int16(peers.Owner(ds.path(g), cfg.Nodes)) })
-	}
+	// The holders and the owners, one core's work, while the reads are
+	// gathered on all.
+	var side sync.WaitGroup
+	side.Add(1)
+	go func() {
+		defer side.Done()
+		if want["clairvoyant+peers"] || want["hvac"] {
+			j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return samplers[r].View(first) })
+		}
+		if want["hvac"] {
+			j.owner = make([]int16, n)
+			for g := range j.owner {
+				j.owner[g] = int16(peers.Owner(ds.path(g), cfg.Nodes))
+			}
+		}
+	}()
 	caps := make([]int64, len(cfg.Tiers))
 	for t, tier := range cfg.Tiers {
 		caps[t] = tier.Capacity
@@ -174,6 +183,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	reads := j.gather(orders)
+	side.Wait()
 	meta := j.meta()
 	// Each core's scratch: the files' meta to number with, the sizes it
 	// hands the placer.
