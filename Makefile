@@ -88,7 +88,7 @@ bench: build $(BUILD)/dlreader
 # results identical). Made again after the simulator changes.
 .PHONY: pgo
 pgo:
-	$(GO) test -run X -bench 'ImageNet1024x12$$' -benchtime 1x -o $(BUILD)/sim.test \
+	$(GO) test -run X -bench 'ImageNet1024x30$$' -benchtime 1x -o $(BUILD)/sim.test \
 		-cpuprofile cmd/augur/default.pgo ./sim/
 
 # augur sim against what make bench measured (bench/results/bench.json,
