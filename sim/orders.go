@@ -328,8 +328,8 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 func (j *job) layout(reads []int32, meta []fileMeta) *nodeOrder {
 	// Numbered first, in a loop that holds little: the next reads' misses
 	// of meta are under way while one waits. Each file's meta after,
-	// lookups that do not wait on each other (1024 x 90: layout and
-	// placement in 3.8-3.9 s against 4.2-4.4 s, numbering and copying in
+	// lookups that do not wait on each other (1024 x 90: numbering and
+	// placing in 3.8-4.3 s against 4.2-4.6 s, numbering and copying in
 	// one loop).
 	files := make([]int32, 0, min(len(reads), len(j.ds.sizes)))
 	for k, g := range reads {
@@ -368,7 +368,7 @@ func (j *job) layout(reads []int32, meta []fileMeta) *nodeOrder {
 // its sizes (its files are numbered as first read), in order, and each
 // position's row of the tile is a line of the slab, written whole. (Tiles
 // of 64 positions of 64 nodes read a node's sizes a few lines at a time,
-// a miss each: 1024 x 90's interleave in 1.9-2.4 s, against 1.0-1.9 s.)
+// a miss each: 1024 x 90's interleave in 1.9-2.4 s, against 1.1-1.9 s.)
 func (j *job) interleave(local [][]int32) []slot {
 	const positions, nodes = 1024, 8
 	R, w := j.cfg.RanksPerNode, j.w
