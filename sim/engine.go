@@ -483,27 +483,34 @@ func (r *runner) pfsRate(n int) float64 {
 
 // netXfer books size bytes from node src to dst, to begin at t or
 // later, on both nodes' links (the first gap both have) and returns when
-// they have arrived.
+// they have arrived. An empty file's copy takes the latency alone: no
+// byte holds up a link (a link joins bookings back to back, so the
+// instant between two is not a gap, see book).
 func (r *runner) netXfer(src, dst int, t, size float64) float64 {
 	d := size / r.cfg.Net.Bandwidth
+	if d == 0 {
+		return t + r.cfg.Net.Latency
+	}
 	out, in := &r.out[src], &r.in[dst]
 	out.tidy(r.now)
 	in.tidy(r.now)
-	start := t + r.cfg.Net.Latency
+	// The link in first: a node's prefetcher books its own ahead, and
+	// that link holds it up more often than the one out of the node it
+	// copies from. Done when the link out is free where the link in is.
+	s := t + r.cfg.Net.Latency
 	i, j := -1, -1
 	for {
-		var s float64
-		s, i = out.fit(start, d, i)
 		s, j = in.fit(s, d, j)
-		if s == start {
-			out.book(i, s, d)
-			in.book(j, s, d)
+		var o float64
+		if o, i = out.fit(s, d, i); o == s {
 			break
 		}
-		start = s
+		s = o
 	}
+	out.book(i, s, d)
+	in.book(j, s, d)
 	r.cur.PeerBytes += int64(size)
-	return start + d
+	return s + d
 }
 
 // batchReady hands worker a's batch b to its rank, and the worker its

@@ -74,12 +74,30 @@ func (l *link) fit(t, d float64, from int) (float64, int) {
 	return t, i
 }
 
-// book books [t, t+d) on l at i, where fit found room.
+// book books [t, t+d) on l at i, where fit found room. A booking that
+// begins where the one before it ends, or ends where the next begins,
+// joins it: a node's link in is booked by its prefetcher's threads back
+// to back, a train of a thousand at scale, which fit would otherwise
+// cross booking by booking (clairvoyant+peers at 1024 x 10: 24 steps a
+// transfer). For a transfer of any length the gaps are the same.
 func (l *link) book(i int, t, d float64) {
-	l.busy = append(l.busy, span{})
-	copy(l.busy[i+1:], l.busy[i:])
-	l.busy[i] = span{t, t + d}
-	l.end = max(l.end, t+d)
+	to := t + d
+	l.end = max(l.end, to)
+	after := i > l.head && l.busy[i-1].to == t
+	before := i < len(l.busy) && l.busy[i].from == to
+	switch {
+	case after && before:
+		l.busy[i-1].to = l.busy[i].to
+		l.busy = l.busy[:i+copy(l.busy[i:], l.busy[i+1:])]
+	case after:
+		l.busy[i-1].to = to
+	case before:
+		l.busy[i].from = t
+	default:
+		l.busy = append(l.busy, span{})
+		copy(l.busy[i+1:], l.busy[i:])
+		l.busy[i] = span{t, to}
+	}
 }
 
 // newLinks makes n links whose first few bookings lie side by side in

@@ -97,9 +97,13 @@ type nodeOrder struct {
 func (j *job) slots() int { return len(j.reads) / j.cfg.Nodes }
 
 // nodeRead is node i's read at its slot s (epoch, position, the node's
-// rank: the order of layout's reads).
+// rank: the order of layout's reads). Asked at every step of the
+// prefetcher's walk: a node of one rank, Lassen's, divides by nothing.
 func (j *job) nodeRead(i, s int) slot {
 	R := j.cfg.RanksPerNode
+	if R == 1 {
+		return j.reads[s*j.w+i]
+	}
 	return j.reads[s/R*j.w+i*R+s%R]
 }
 
