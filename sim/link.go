@@ -82,9 +82,20 @@ func (l *link) fit(t, d float64, from int) (float64, int) {
 // transfer). For a transfer of any length the gaps are the same.
 func (l *link) book(i int, t, d float64) {
 	to := t + d
-	l.end = max(l.end, to)
+	if i == len(l.busy) {
+		// After every booking, as most are: the last ends at end, so
+		// the join is known without reading it (a miss).
+		if i > l.head && t == l.end {
+			l.busy[i-1].to = to
+		} else {
+			l.busy = append(l.busy, span{t, to})
+		}
+		l.end = to
+		return
+	}
+	// Among the bookings: end stays.
 	after := i > l.head && l.busy[i-1].to == t
-	before := i < len(l.busy) && l.busy[i].from == to
+	before := l.busy[i].from == to
 	switch {
 	case after && before:
 		l.busy[i-1].to = l.busy[i].to
