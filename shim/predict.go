@@ -273,19 +273,22 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 	// The ranks read in step: visiting the epochs' positions in order,
 	// every rank's at each, meets the files in order of first access,
 	// whichever rank reads them.
-	var met []int32
+	met := make([]int32, 0, n)
+	var lens []int
 	for e := 0; e < horizon; e++ {
 		seqs := reads(e)
 		longest := 0
+		lens = lens[:0]
 		for _, s := range seqs {
+			lens = append(lens, s.order.Len())
 			longest = max(longest, s.order.Len())
 			if e == 0 {
 				pp.Reads += s.order.Len()
 			}
 		}
 		for k := 0; k < longest; k++ {
-			for _, s := range seqs {
-				if k >= s.order.Len() {
+			for x, s := range seqs {
+				if k >= lens[x] {
 					continue
 				}
 				f := s.order.At(k)
@@ -353,19 +356,23 @@ func (pp *placer) keep(tier func(f int32) int, tiers int) {
 // for the other nodes only (by file): without them the node would drop,
 // once its own ranks are done with them, copies the others still ask for.
 func (pp *placer) prefer(first func(f int32) bool) {
+	is := make([]bool, len(pp.pos)) // first, asked once a file
+	for f := range is {
+		is[f] = first(int32(f))
+	}
 	out := make([]int32, 0, len(pp.ranking))
 	for _, f := range pp.ranking {
-		if first(f) {
+		if is[f] {
 			out = append(out, f)
 		}
 	}
 	for f, k := range pp.pos {
-		if k < 0 && first(int32(f)) {
+		if k < 0 && is[f] {
 			out = append(out, int32(f))
 		}
 	}
 	for _, f := range pp.ranking {
-		if !first(f) {
+		if !is[f] {
 			out = append(out, f)
 		}
 	}

@@ -18,6 +18,9 @@ type job struct {
 	cfg  *Config
 	ds   *files
 	w, k int // world size; reads per rank per epoch (DistributedSampler's num_samples)
+	// perNode is how many reads each node makes over the run (asked at
+	// every look of each prefetcher: a division).
+	perNode int
 	// reads is every rank's every read: at (e*k+p)*w + rank, the file
 	// (its node's local number) that rank reads at position p of epoch e,
 	// and its size beside it. Laid out by position, not by node: DDP keeps
@@ -93,7 +96,7 @@ type nodeOrder struct {
 }
 
 // slots is how many reads each node makes over the run.
-func (j *job) slots() int { return len(j.reads) / j.cfg.Nodes }
+func (j *job) slots() int { return j.perNode }
 
 // nodeRead is node i's read at its slot s (epoch, position, the node's
 // rank: the order of layout's reads). Asked at every step of the
@@ -231,6 +234,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		mu.Unlock()
 	})
 	j.reads = j.interleave(reads)
+	j.perNode = len(j.reads) / cfg.Nodes
 	if j.stage == 0 {
 		j.stage = cfg.Prefetch.Stage
 		if j.stage == 0 {
