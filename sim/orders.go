@@ -84,12 +84,10 @@ func (j *job) release(r *runner) {
 // local number) and what the engine asks of them.
 type nodeOrder struct {
 	files []int32
-	// size, held and owner are each local file's size, holder
-	// (shim.Holders; nil without one) and owner, by local number: what the engine asks of every
-	// read and copy, kept where the node's other state is.
-	size  []int32
-	held  []int16
-	owner []int16 // hvac: each local file's owner
+	// held and owner are each local file's holder (shim.Holders; nil
+	// without one) and owner (hvac), by local number. (Its size is in
+	// each read of job.reads, and each policy's file state.)
+	held, owner []int16
 	// tier is shim's placement of each local file (-1: staged when read)
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
@@ -190,50 +188,28 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	reads := j.gather(orders)
 	side.Wait()
-	// Each core's scratch: layout's, the sizes it hands the placer.
+	// The nodes in groups of a few: each group laid out, placed and then
+	// written into j.reads side by side (see lay), its sizes by local
+	// number kept only until then.
+	j.reads = make([]slot, cfg.Epochs*j.k*j.w)
+	group := max(1, min(8, cfg.Nodes/(4*runtime.GOMAXPROCS(0))))
 	type scratch struct {
 		numbering
-		sizes []int64
+		sizes   [][]int32 // the group's nodes' sizes, by local number
+		sizes64 []int64   // the placer's
 	}
 	var mu sync.Mutex
-	parallelWith(cfg.Nodes, func() *scratch { return new(scratch) }, func(i int, sc *scratch) {
-		no := j.layout(reads[i], &sc.numbering)
-		reads := func(e int) []seed.Order {
-			var os []seed.Order
-			for r := range cfg.RanksPerNode {
-				os = append(os, localOrder{reads[i], e*j.k*cfg.RanksPerNode + r, cfg.RanksPerNode, j.k})
-			}
-			return os
+	parallelWith((cfg.Nodes+group-1)/group, func() *scratch { return &scratch{sizes: make([][]int32, group)} }, func(gi int, sc *scratch) {
+		i0, i1 := gi*group, min((gi+1)*group, cfg.Nodes)
+		for i := i0; i < i1; i++ {
+			no := j.layout(reads[i], &sc.numbering, &sc.sizes[i-i0])
+			stage := j.place(i, no, reads[i], sc.sizes[i-i0], &sc.sizes64, a, caps, want)
+			mu.Lock()
+			j.nodes[i], j.stage = no, max(j.stage, stage)
+			mu.Unlock()
 		}
-		// One placement for the node alone, one for the node among
-		// holders, of one count of its reads.
-		var holds []func(f int32) bool
-		if want["clairvoyant"] {
-			holds = append(holds, nil)
-		}
-		if want["clairvoyant+peers"] {
-			holds = append(holds, func(f int32) bool { return int(no.held[f]) == i })
-		}
-		var stage int64
-		if len(holds) > 0 {
-			sc.sizes = sc.sizes[:0]
-			for _, s := range no.size {
-				sc.sizes = append(sc.sizes, int64(s))
-			}
-			var pls []shim.Placement
-			pls, stage = shim.PlaceNode(len(no.files), a, caps, sc.sizes, reads, holds...)
-			if want["clairvoyant"] {
-				no.tier, pls = pls[0].Tier, pls[1:]
-			}
-			if want["clairvoyant+peers"] {
-				no.tierPeers = pls[0].Tier
-			}
-		}
-		mu.Lock()
-		j.nodes[i], j.stage = no, max(j.stage, stage)
-		mu.Unlock()
+		j.lay(i0, reads[i0:i1], sc.sizes)
 	})
-	j.reads = j.interleave(reads)
 	j.perNode = len(j.reads) / cfg.Nodes
 	if j.stage == 0 {
 		j.stage = cfg.Prefetch.Stage
@@ -300,6 +276,44 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 	return reads
 }
 
+// place is shim's placement of node i's files (no, laid out: its reads
+// in its numbering, sizes by local number) for the clairvoyant policies
+// asked for: one for the node alone, one for the node among holders, of
+// one count of its reads. It returns the staging budget the placer kept.
+func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch *[]int64, a shim.Access, caps []int64, want map[string]bool) int64 {
+	var holds []func(f int32) bool
+	if want["clairvoyant"] {
+		holds = append(holds, nil)
+	}
+	if want["clairvoyant+peers"] {
+		holds = append(holds, func(f int32) bool { return int(no.held[f]) == i })
+	}
+	if len(holds) == 0 {
+		return 0
+	}
+	R := j.cfg.RanksPerNode
+	orders := func(e int) []seed.Order {
+		var os []seed.Order
+		for r := range R {
+			os = append(os, localOrder{reads, e*j.k*R + r, R, j.k})
+		}
+		return os
+	}
+	s64 := (*scratch)[:0]
+	for _, s := range sizes {
+		s64 = append(s64, int64(s))
+	}
+	*scratch = s64
+	pls, stage := shim.PlaceNode(len(no.files), a, caps, s64, orders, holds...)
+	if want["clairvoyant"] {
+		no.tier, pls = pls[0].Tier, pls[1:]
+	}
+	if want["clairvoyant+peers"] {
+		no.tierPeers = pls[0].Tier
+	}
+	return stage
+}
+
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
 // epoch: the order shim's placer meets them in), rewrites its reads,
@@ -312,7 +326,7 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 // dataset indices, so the sizes, holders and owners are read in order. A
 // table of every dataset file's local number, asked once a read at random
 // (15 MB at ImageNet-1k, a miss each), took 3.6 s of 1024 x 90's setup.
-func (j *job) layout(reads []int32, sc *numbering) *nodeOrder {
+func (j *job) layout(reads []int32, sc *numbering, sizes *[]int32) *nodeOrder {
 	n := len(reads)
 	keys := sc.sortByFile(reads, len(j.ds.sizes))
 	first := grow(&sc.first, n) // each read's file's first read
@@ -332,7 +346,8 @@ func (j *job) layout(reads []int32, sc *numbering) *nodeOrder {
 			owner[h] = j.owner[g]
 		}
 	}
-	no := &nodeOrder{files: make([]int32, 0, files), size: make([]int32, files)}
+	no := &nodeOrder{files: make([]int32, 0, files)}
+	local := grow(sizes, files)
 	if j.holder != nil {
 		no.held = make([]int16, files)
 	}
@@ -349,7 +364,7 @@ func (j *job) layout(reads []int32, sc *numbering) *nodeOrder {
 		f := len(no.files)
 		no.files = append(no.files, reads[k])
 		reads[k] = int32(f)
-		no.size[f] = size[k]
+		local[f] = size[k]
 		if no.held != nil {
 			no.held[f] = held[k]
 		}
@@ -405,33 +420,22 @@ func (sc *numbering) sortByFile(reads []int32, files int) []uint64 {
 	return keys
 }
 
-// interleave lays the nodes' reads (layout's, one node's together) out
-// as job.reads, by position: a transpose, tile by tile, a tile a run of
-// positions of a few nodes. Each node's run of positions reads a run of
-// its sizes (its files are numbered as first read), in order, and each
-// position's row of the tile is a line of the slab, written whole. (Tiles
-// of 64 positions of 64 nodes read a node's sizes a few lines at a time,
-// a miss each: 1024 x 90's interleave in 1.9-2.4 s, against 1.1-1.9 s.)
-func (j *job) interleave(local [][]int32) []slot {
-	const positions, nodes = 1024, 8
+// lay writes nodes i0.. (local, each node's reads in its numbering, as
+// layout left them; sizes, by local number) into job.reads, by position:
+// a transpose whose every row is the few nodes' reads at one position,
+// side by side (a line of j.reads for a group of 8 nodes of one rank),
+// written whole. Each node's sizes are read in order (its files are
+// numbered as first read).
+func (j *job) lay(i0 int, local, sizes [][]int32) {
 	R, w := j.cfg.RanksPerNode, j.w
-	n := j.cfg.Epochs * j.k // positions
-	out := make([]slot, n*w)
-	parallel((n+positions-1)/positions, func(b int) {
-		p0, p1 := b*positions, min((b+1)*positions, n)
-		for i0 := 0; i0 < len(j.nodes); i0 += nodes {
-			tile := j.nodes[i0:min(i0+nodes, len(j.nodes))]
-			for p := p0; p < p1; p++ {
-				row := out[p*w+i0*R : p*w+(i0+len(tile))*R]
-				for di, no := range tile {
-					for l, f := range local[i0+di][p*R : (p+1)*R] {
-						row[di*R+l] = slot{f, no.size[f]}
-					}
-				}
+	for p := range j.cfg.Epochs * j.k {
+		row := j.reads[p*w+i0*R : p*w+(i0+len(local))*R]
+		for di, reads := range local {
+			for l, f := range reads[p*R : (p+1)*R] {
+				row[di*R+l] = slot{f, sizes[di][f]}
 			}
 		}
-	})
-	return out
+	}
 }
 
 // parallel runs do(0..n-1) on as many goroutines as Go runs at once.

@@ -95,8 +95,16 @@ func TestPeersReadThePFSAboutOnce(t *testing.T) {
 // The placement the simulator runs is shim's: the same as augur plan
 // --nodes computes for a walked directory (Prediction.PlaceNodes), and
 // for a node alone the same as shim.PlaceNode places it by itself (the
-// two placements share one count of the node's reads).
+// two placements share one count of the node's reads). And every read's
+// size is its file's. Of 3 nodes, and of 40, which newJob lays out in
+// groups of several.
 func TestPlacementIsShims(t *testing.T) {
+	for _, nodes := range []int{3, 40} {
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) { testPlacementIsShims(t, nodes) })
+	}
+}
+
+func testPlacementIsShims(t *testing.T, nodes int) {
 	root := t.TempDir()
 	for i := range 300 {
 		p := filepath.Join(root, fmt.Sprintf("c%d", i%5), fmt.Sprintf("%04d.jpg", i))
@@ -107,7 +115,7 @@ func TestPlacementIsShims(t *testing.T) {
 	}
 	c := small()
 	c.Dataset = Dataset{Dir: root}
-	c.Nodes, c.RanksPerNode, c.Epochs, c.Seed = 3, 2, 4, 7
+	c.Nodes, c.RanksPerNode, c.Epochs, c.Seed = nodes, 2, 4, 7
 	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 120_000, 90_000
 	c.Prefetch.Stage = 15_000 // the eighth augur plan assumes (the leader grows it as it sees the loaders)
 	c.Policies = []string{"clairvoyant", "clairvoyant+peers"}
@@ -119,12 +127,12 @@ func TestPlacementIsShims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 6, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
+	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2 * nodes, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
 	p, err := shim.Predict(&shim.Config{Roots: []string{root}, Seed: 7, Access: a}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jp, err := p.PlaceNodes(a, p.Sizes(nil), []int64{120_000, 90_000}, 3)
+	jp, err := p.PlaceNodes(a, p.Sizes(nil), []int64{120_000, 90_000}, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,18 +154,22 @@ func TestPlacementIsShims(t *testing.T) {
 			}
 		}
 	}
-	if placed == 0 || placed == 3*p.Len() {
+	if placed == 0 || placed == nodes*p.Len() {
 		t.Fatalf("%d placements: the test needs tiers that hold some files, not all", placed)
 	}
 	for n, no := range j.nodes {
 		sizes := make([]int64, len(no.files))
-		for f := range sizes {
-			sizes[f] = int64(no.size[f])
+		for f, g := range no.files {
+			sizes[f] = int64(j.ds.sizes[g])
 		}
 		R := c.RanksPerNode
 		local := make([]int32, j.slots()) // the node's reads, its slots in order
 		for k := range local {
-			local[k] = j.nodeRead(n, k).f
+			rd := j.nodeRead(n, k)
+			if want := int32(sizes[rd.f]); rd.size != want {
+				t.Fatalf("node %d read %d: file %d of %d bytes, laid out with %d", n, k, rd.f, want, rd.size)
+			}
+			local[k] = rd.f
 		}
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
