@@ -539,7 +539,7 @@ func (r *runner) batchReady(a, b int, t float64) {
 // step starts rank's next step at t: the wait since the barrier is its
 // stall; a batch more goes to a worker; compute begins.
 func (r *runner) step(rank int, t float64) {
-	W, R, B := r.cfg.Loop.Workers, r.cfg.RanksPerNode, r.cfg.Loop.Batch
+	W, R := r.cfg.Loop.Workers, r.cfg.RanksPerNode
 	rk := &r.ranks[rank]
 	r.cur.stalls[rank] += t - rk.barrier
 	rk.released = false
@@ -553,12 +553,7 @@ func (r *runner) step(rank int, t float64) {
 	}
 	c := r.cfg.Loop.Compute
 	if r.cfg.Loop.ComputeRate > 0 {
-		reads := r.j.rankReads(r.e, rank)
-		var bytes int64
-		for p := r.next * B; p < min((r.next+1)*B, r.j.k); p++ {
-			bytes += int64(reads[p*r.j.w].size)
-		}
-		c += float64(bytes) / r.cfg.Loop.ComputeRate
+		c += float64(r.j.batchBytes(r.e, r.next, rank)) / r.cfg.Loop.ComputeRate
 	}
 	r.at(t+c, evCompute, rank, 0)
 	r.prefetch(rank/R, t)

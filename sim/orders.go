@@ -21,6 +21,11 @@ type job struct {
 	// perNode is how many reads each node makes over the run (asked at
 	// every look of each prefetcher: a division).
 	perNode int
+	// bytes is what each rank's batch of each epoch reads, at
+	// (e·batches + b)·w + rank (every rank's batch b side by side, as DDP
+	// steps them): every policy's compute time of a step, summed once.
+	bytes   []int64
+	batches int
 	// reads is every rank's every read: at (e*k+p)*w + rank, the file
 	// (its node's local number) that rank reads at position p of epoch e,
 	// and its size beside it. Laid out by position, not by node: DDP keeps
@@ -92,6 +97,9 @@ type nodeOrder struct {
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
 }
+
+// batchBytes is the bytes rank's batch b of epoch e reads.
+func (j *job) batchBytes(e, b, rank int) int64 { return j.bytes[(e*j.batches+b)*j.w+rank] }
 
 // slots is how many reads each node makes over the run.
 func (j *job) slots() int { return j.perNode }
@@ -192,6 +200,8 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	// written into j.reads side by side (see lay), its sizes by local
 	// number kept only until then.
 	j.reads = make([]slot, cfg.Epochs*j.k*j.w)
+	j.batches = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
+	j.bytes = make([]int64, cfg.Epochs*j.batches*j.w)
 	group := max(1, min(8, cfg.Nodes/(4*runtime.GOMAXPROCS(0))))
 	type scratch struct {
 		numbering
@@ -424,15 +434,18 @@ func (sc *numbering) sortByFile(reads []int32, files int) []uint64 {
 // layout left them; sizes, by local number) into job.reads, by position:
 // a transpose whose every row is the few nodes' reads at one position,
 // side by side (a line of j.reads for a group of 8 nodes of one rank),
-// written whole. Each node's sizes are read in order (its files are
-// numbered as first read).
+// written whole; and each batch's bytes. Each node's sizes are read in
+// order (its files are numbered as first read).
 func (j *job) lay(i0 int, local, sizes [][]int32) {
-	R, w := j.cfg.RanksPerNode, j.w
+	R, w, B := j.cfg.RanksPerNode, j.w, j.cfg.Loop.Batch
 	for p := range j.cfg.Epochs * j.k {
 		row := j.reads[p*w+i0*R : p*w+(i0+len(local))*R]
+		e, b := p/j.k, p%j.k/B
+		bytes := j.bytes[(e*j.batches+b)*w+i0*R:][:len(row)]
 		for di, reads := range local {
 			for l, f := range reads[p*R : (p+1)*R] {
 				row[di*R+l] = slot{f, sizes[di][f]}
+				bytes[di*R+l] += int64(sizes[di][f])
 			}
 		}
 	}

@@ -164,12 +164,20 @@ func testPlacementIsShims(t *testing.T, nodes int) {
 		}
 		R := c.RanksPerNode
 		local := make([]int32, j.slots()) // the node's reads, its slots in order
+		bytes := map[[3]int]int64{}       // by epoch, batch, rank
 		for k := range local {
 			rd := j.nodeRead(n, k)
 			if want := int32(sizes[rd.f]); rd.size != want {
 				t.Fatalf("node %d read %d: file %d of %d bytes, laid out with %d", n, k, rd.f, want, rd.size)
 			}
 			local[k] = rd.f
+			p := k / R // epoch·k + position
+			bytes[[3]int{p / j.k, p % j.k / c.Loop.Batch, n*R + k%R}] += sizes[rd.f]
+		}
+		for ebr, want := range bytes {
+			if got := j.batchBytes(ebr[0], ebr[1], ebr[2]); got != want {
+				t.Fatalf("epoch %d batch %d rank %d: %d bytes, its reads' sizes add up to %d", ebr[0], ebr[1], ebr[2], got, want)
+			}
 		}
 		reads := func(e int) []seed.Order {
 			var os []seed.Order
