@@ -44,7 +44,7 @@ func (r *runner) prefetch(i int, t float64) {
 			ns.q++
 			continue
 		}
-		if fl.land != inf || (tier < 0 && slot < reading) {
+		if fl.land() != inf || (tier < 0 && slot < reading) {
 			ns.pass(f)
 			continue
 		}
@@ -62,7 +62,10 @@ func (r *runner) prefetch(i int, t float64) {
 			r.poolLater(i, t)
 			return
 		}
-		g := fl.g
+		var g int32 // asked only with peers
+		if r.peer {
+			g = ns.files[f]
+		}
 		if s > t && (r.mustWait(i, f, g, s) || r.source(i, f, g, float64(size), s) < 0) {
 			r.poolAt(i, s)
 			return
@@ -73,13 +76,13 @@ func (r *runner) prefetch(i int, t float64) {
 		}
 		if r.mustWait(i, f, g, t) {
 			ns.free[k] = inf
-			fl.land = queued
+			fl.setLand(queued)
 			r.awaitHolder(i, copyOf{f, rd.size}, k, t, t)
 			ns.pass(f)
 			continue
 		}
 		land := r.begin(i, target, k, f, g, float64(size), s)
-		fl.land = land
+		fl.setLand(land)
 		if r.peer && int(fl.peer) == i {
 			r.holdLand[g] = land
 			if tier >= 0 {
@@ -223,13 +226,13 @@ func (b bits) has(g int32) bool { return b[g>>6]&(1<<(g&63)) != 0 }
 
 // awaitHolder goes on with node i's waiting copy c, on thread k, at t.
 func (r *runner) awaitHolder(i int, c copyOf, k int, since, t float64) {
-	fl := &r.nodes[i].fs[c.f]
-	g := fl.g
+	ns := &r.nodes[i]
+	fl, g := &ns.fs[c.f], ns.files[c.f]
 	if r.mustWait(i, c.f, g, t) && t-since < holderWait {
 		r.waitAt(t+holderPoll, i, c, k, since)
 		return
 	}
-	fl.land = r.begin(i, max(int(fl.tier), 0), k, c.f, g, float64(c.size), t)
+	fl.setLand(r.begin(i, max(int(fl.tier), 0), k, c.f, g, float64(c.size), t))
 	r.prefetch(i, t)
 }
 
@@ -417,8 +420,8 @@ func (r *runner) request(node int, f int32, size, c float64) (float64, bool) {
 	ns.used[t] += int64(size)
 	fl.tier = int8(t)
 	land := r.pfsCopy(c, size, copyParts(size)) + size/r.cfg.Tiers[t].Bandwidth
-	fl.land = land
-	r.owned(node, f, fl.g, land)
+	fl.setLand(land)
+	r.owned(node, f, land)
 	return r.tierRead(t, land, size), true
 }
 
@@ -459,7 +462,7 @@ func (r *runner) tees(size float64) bool {
 func (r *runner) copyOnMiss(i int, f int32, size, now, done float64) {
 	ns := &r.nodes[i]
 	fl := &ns.fs[f]
-	if fl.land != inf {
+	if fl.land() != inf {
 		return
 	}
 	t := r.roomIn(ns, int64(size))
@@ -470,19 +473,21 @@ func (r *runner) copyOnMiss(i int, f int32, size, now, done float64) {
 	fl.tier = int8(t)
 	fromPFS := r.ownLand == nil || int(fl.peer) == i
 	if r.tees(size) || fromPFS && r.cfg.PFS.ClientCache {
-		fl.land = done + size/r.cfg.Tiers[t].Bandwidth
-		r.owned(i, f, fl.g, fl.land)
+		land := done + size/r.cfg.Tiers[t].Bandwidth
+		fl.setLand(land)
+		r.owned(i, f, land)
 		return
 	}
-	fl.land = queued
+	fl.setLand(queued)
 	ns.copyQ = append(ns.copyQ, copyOf{f, int32(size)})
 	r.copyQueued(i, now)
 }
 
-// owned records, under hvac, the owner's own copy of g (node i's local
-// file f).
-func (r *runner) owned(i int, f, g int32, land float64) {
-	if r.ownLand != nil && int(r.nodes[i].fs[f].peer) == i {
+// owned records, under hvac, the owner's own copy of node i's local file
+// f, landing at land.
+func (r *runner) owned(i int, f int32, land float64) {
+	if ns := &r.nodes[i]; r.ownLand != nil && int(ns.fs[f].peer) == i {
+		g := ns.files[f]
 		r.ownLand[g] = min(r.ownLand[g], land)
 	}
 }
@@ -501,9 +506,13 @@ func (r *runner) copyQueued(i int, t float64) {
 			r.poolAt(i, s)
 			return
 		}
-		g := fl.g
-		fl.land = r.fetch(i, target, k, f, g, float64(c.size), t)
-		r.owned(i, f, g, fl.land)
+		var g int32 // asked only by hvac
+		if r.ownLand != nil {
+			g = ns.files[f]
+		}
+		land := r.fetch(i, target, k, f, g, float64(c.size), t)
+		fl.setLand(land)
+		r.owned(i, f, land)
 		ns.copyHead++
 	}
 	if ns.copyHead == len(ns.copyQ) {

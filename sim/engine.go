@@ -101,8 +101,10 @@ type nodeState struct {
 	// fs is the node's local files, by local number: what a read or a
 	// copy asks of a file, in one place (a node's files are asked for at
 	// random: one cache line, not one per array).
-	fs   []file
-	used []int64 // per tier: bytes of copies
+	fs []file
+	// files is each local file's dataset index (the job's nodeOrder).
+	files []int32
+	used  []int64 // per tier: bytes of copies
 	// free is, per thread of the copy pool (tier after tier: the runner's
 	// threads), when the thread is
 	// free: the prefetcher books a copy from a peer on it ahead and holds
@@ -125,12 +127,27 @@ type nodeState struct {
 	stopped bool
 }
 
-// file is a node's local file under one policy.
+// file is a node's local file under one policy, in 12 bytes: every
+// node's are a slab of gigabytes at scale, asked at random, and the first
+// two policies' are fresh pages of this machine. Its dataset index, which
+// only the policies with peers ask, and then only for a copy, is the
+// node's (nodeState.files).
 type file struct {
-	land float64 // when its copy lands (inf: none; queued)
-	g    int32   // its dataset index
-	peer int16   // the node that holds it (clairvoyant+peers) or owns it (hvac)
-	tier int8    // the tier of its copy (-1: staged)
+	// lo and hi are the bits of when its copy lands (inf: none;
+	// queued), a float64 in two halves (one would align the record to 16
+	// bytes): see land.
+	lo, hi uint32
+	peer   int16 // the node that holds it (clairvoyant+peers) or owns it (hvac)
+	tier   int8  // the tier of its copy (-1: staged)
+}
+
+// land is when fl's copy lands.
+func (fl *file) land() float64 { return math.Float64frombits(uint64(fl.hi)<<32 | uint64(fl.lo)) }
+
+// setLand has fl's copy land at t.
+func (fl *file) setLand(t float64) {
+	b := math.Float64bits(t)
+	fl.lo, fl.hi = uint32(b), uint32(b>>32)
 }
 
 type rankState struct {
@@ -208,8 +225,10 @@ func newRunner(j *job, pol string) *runner {
 			n := len(no.files)
 			ns.fs, fs = fs[:n:n], fs[n:]
 		}
+		ns.files = no.files
 		for f := range ns.fs {
-			fl := file{land: inf, g: no.files[f], tier: -1}
+			fl := file{tier: -1}
+			fl.setLand(inf)
 			if tier != nil {
 				fl.tier = tier[f]
 			}
@@ -384,19 +403,19 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	}
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
-	land, tier := fl.land, fl.tier
+	land, tier := fl.land(), fl.tier
 	if r.ownLand != nil && int(fl.peer) == node {
-		if own := r.ownLand[fl.g]; own < land {
+		if own := r.ownLand[ns.files[f]]; own < land {
 			land, tier = own, 0 // a copy this node made for another
 		}
 	}
 	if land <= c+waitCap {
 		done := r.tierRead(max(int(tier), 0), max(c, land), size)
 		if tier < 0 && land != inf { // staged: dropped once read
-			fl.land = inf
+			fl.setLand(inf)
 			ns.stageUsed -= int64(size)
 			if r.peer && int(fl.peer) == node {
-				r.holdLand[fl.g] = inf
+				r.holdLand[ns.files[f]] = inf
 			}
 		}
 		return done + pre, false
@@ -430,7 +449,7 @@ func (r *runner) endRequest(ns *nodeState, fl *file, size float64) int {
 	if !p.EndRequest || p.ClientCache {
 		return 0
 	}
-	if r.copyOnRead && fl.land == inf && r.tees(size) && r.roomIn(ns, int64(size)) >= 0 {
+	if r.copyOnRead && fl.land() == inf && r.tees(size) && r.roomIn(ns, int64(size)) >= 0 {
 		return 0
 	}
 	return 1
