@@ -77,7 +77,7 @@ func (r *runner) prefetch(i int, t float64) {
 		if r.mustWait(i, f, g, t) {
 			ns.free[k] = inf
 			fl.setLand(queued)
-			r.awaitHolder(i, copyOf{f, rd.size}, k, t, t)
+			r.awaitHolder(i, copyOf{f: f, size: rd.size}, k, t, t)
 			ns.pass(f)
 			continue
 		}
@@ -451,15 +451,16 @@ func (r *runner) tees(size float64) bool {
 	return r.ownLand == nil && !r.cfg.PFS.ClientCache && w > 0 && size <= float64(w)
 }
 
-// copyOnMiss is the reactive policy's copy of a file a reader read from
-// the PFS without waiting for a copy (see request: wait_max 0, the node
+// copyOnMiss is the reactive policy's copy of local file f (dataset index
+// g, asked only under hvac) that a reader read from the PFS without
+// waiting for a copy (see request: wait_max 0, the node
 // stopped asking, a file larger than wait_max, another node's file),
 // its read begun at now and done at done, into the first tier with room,
 // never evicting.
 // When the reader tees it, or the client caches the PFS's pages and the
 // copy is to come from the PFS (it rides the reader's pages), it lands as
 // the read ends; else it waits its turn in the node's queue.
-func (r *runner) copyOnMiss(i int, f int32, size, now, done float64) {
+func (r *runner) copyOnMiss(i int, f, g int32, size, now, done float64) {
 	ns := &r.nodes[i]
 	fl := &ns.fs[f]
 	if fl.land() != inf {
@@ -479,7 +480,7 @@ func (r *runner) copyOnMiss(i int, f int32, size, now, done float64) {
 		return
 	}
 	fl.setLand(queued)
-	ns.copyQ = append(ns.copyQ, copyOf{f, int32(size)})
+	ns.copyQ = append(ns.copyQ, copyOf{f, int32(size), g})
 	r.copyQueued(i, now)
 }
 
@@ -506,11 +507,7 @@ func (r *runner) copyQueued(i int, t float64) {
 			r.poolAt(i, s)
 			return
 		}
-		var g int32 // asked only by hvac
-		if r.ownLand != nil {
-			g = ns.files[f]
-		}
-		land := r.fetch(i, target, k, f, g, float64(c.size), t)
+		land := r.fetch(i, target, k, f, c.g, float64(c.size), t)
 		fl.setLand(land)
 		r.owned(i, f, land)
 		ns.copyHead++

@@ -94,8 +94,11 @@ type wait struct {
 }
 
 // copyOf is a file to copy: its local number and size (asked by dataset
-// index, at random, the size would be a miss of the cache).
-type copyOf struct{ f, size int32 }
+// index, at random, the size would be a miss of the cache), and under
+// hvac its dataset index (asked of the node's list when its reader read
+// the file, beside the file's state, not thousands of events later when
+// the queue copies it: a miss each).
+type copyOf struct{ f, size, g int32 }
 
 type nodeState struct {
 	// fs is the node's local files, by local number: what a read or a
@@ -403,9 +406,13 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	}
 	ns := &r.nodes[node]
 	fl := &ns.fs[f]
+	var g int32 // asked only by hvac (see copyOf)
+	if r.ownLand != nil {
+		g = ns.files[f]
+	}
 	land, tier := fl.land(), fl.tier
 	if r.ownLand != nil && int(fl.peer) == node {
-		if own := r.ownLand[ns.files[f]]; own < land {
+		if own := r.ownLand[g]; own < land {
 			land, tier = own, 0 // a copy this node made for another
 		}
 	}
@@ -433,7 +440,7 @@ func (r *runner) read(node int, f int32, size, c, now float64) (float64, bool) {
 	}
 	done := r.pfsReadParts(begin, size, 1, r.endRequest(ns, fl, size))
 	if r.copyOnRead {
-		r.copyOnMiss(node, f, size, c, done)
+		r.copyOnMiss(node, f, g, size, c, done)
 	}
 	return -(done + pre), false
 }
