@@ -133,8 +133,8 @@ type nodeState struct {
 // file is a node's local file under one policy, in 12 bytes: every
 // node's are a slab of gigabytes at scale, asked at random, and the first
 // two policies' are fresh pages of this machine. Its dataset index, which
-// only the policies with peers ask, and then only for a copy, is the
-// node's (nodeState.files).
+// only the policies with peers ask (for a copy, and hvac at a read that
+// may queue one), is the node's (nodeState.files).
 type file struct {
 	// lo and hi are the bits of when its copy lands (inf: none;
 	// queued), a float64 in two halves (one would align the record to 16

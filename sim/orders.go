@@ -327,8 +327,9 @@ func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch 
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
 // epoch: the order shim's placer meets them in), rewrites its reads,
-// gather's, in that numbering, and copies each file's size, holder and
-// owner.
+// gather's, in that numbering, and copies each file's holder and owner
+// into the node's order and its size into *sizes (by local number, the
+// caller's until the node's reads are laid out by position).
 //
 // By sorting, not by a table of the dataset: the reads sorted by their
 // file, stably (a radix sort, in the core's cache), lie together by file,
