@@ -280,10 +280,11 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 		longest := 0
 		lens = lens[:0]
 		for _, s := range seqs {
-			lens = append(lens, s.order.Len())
-			longest = max(longest, s.order.Len())
+			n := s.order.Len()
+			lens = append(lens, n)
+			longest = max(longest, n)
 			if e == 0 {
-				pp.Reads += s.order.Len()
+				pp.Reads += n
 			}
 		}
 		for k := 0; k < longest; k++ {

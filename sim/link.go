@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // link is one direction of a node's network link: the transfers booked
 // on it, as intervals of time in order, none overlapping. A transfer
 // takes the first gap at or after the time it may begin that is long
@@ -99,15 +101,13 @@ func (l *link) book(i int, t, d float64) {
 	switch {
 	case after && before:
 		l.busy[i-1].to = l.busy[i].to
-		l.busy = l.busy[:i+copy(l.busy[i:], l.busy[i+1:])]
+		l.busy = slices.Delete(l.busy, i, i+1)
 	case after:
 		l.busy[i-1].to = to
 	case before:
 		l.busy[i].from = t
 	default:
-		l.busy = append(l.busy, span{})
-		copy(l.busy[i+1:], l.busy[i:])
-		l.busy[i] = span{t, to}
+		l.busy = slices.Insert(l.busy, i, span{t, to})
 	}
 }
 
