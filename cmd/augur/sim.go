@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,6 +53,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "augur sim: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	for _, name := range []string{*jsonOut, *pngOut} {
+		if err := writable(name); err != nil {
+			fmt.Fprintf(stderr, "augur sim: %v\n", err)
+			return 1
+		}
+	}
 	if *validate != "" {
 		if err := sim.Validate(stdout, *validate, *pngOut); err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
@@ -100,6 +107,25 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// writable says why the file name (none: "", or - for stdout) could not
+// be written, before a simulation of minutes would find it out: it opens
+// for writing, neither truncated nor, if it was not there, left behind.
+func writable(name string) error {
+	if name == "" || name == "-" {
+		return nil
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		if f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			defer os.Remove(name)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // writeSimJSON writes the results to name (- for w): one result as an

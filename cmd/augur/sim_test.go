@@ -58,3 +58,36 @@ func TestSimCommand(t *testing.T) {
 		t.Fatalf("--nodes 4,x: exit %d, %q", rc, errs.String())
 	}
 }
+
+// TestSimOutputsCheckedFirst: an output that cannot be written fails the
+// command before it simulates anything (no table printed), and the check
+// neither truncates an existing file nor leaves a new one behind.
+func TestSimOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	kept := filepath.Join(dir, "kept.json")
+	if err := os.WriteFile(kept, []byte("earlier results"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "fresh.json")
+	for _, c := range []struct {
+		args []string
+		bad  string
+	}{
+		{[]string{"--json", filepath.Join(dir, "no", "such.json")}, "no/such.json"},
+		{[]string{"--json", kept, "--png", dir}, dir},
+		{[]string{"--json", fresh, "--png", filepath.Join(dir, "no", "such.png")}, "no/such.png"},
+		{[]string{"--validate", "bench.json", "--png", filepath.Join(dir, "no", "v.png")}, "no/v.png"},
+	} {
+		var out, errs bytes.Buffer
+		args := append([]string{"--nodes", "2", "--epochs", "1", "--dataset-count", "100", "--policy", "pfs"}, c.args...)
+		if rc := runSim(args, &out, &errs); rc != 1 || !strings.Contains(errs.String(), c.bad) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 1 naming %s, nothing simulated", c.args, rc, errs.String(), out.String(), c.bad)
+		}
+	}
+	if data, err := os.ReadFile(kept); err != nil || string(data) != "earlier results" {
+		t.Errorf("an existing --json file after the check: %q, %v", data, err)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a new --json file left behind by the check: %v", err)
+	}
+}
