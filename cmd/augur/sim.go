@@ -53,6 +53,19 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "augur sim: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	// A number given overrides the configuration's, also a bad one (0
+	// epochs is an error, not the default).
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["ranks-per-node"] {
+		ranks = nil
+	}
+	if !given["epochs"] {
+		epochs = nil
+	}
+	if !given["dataset-count"] {
+		count = nil
+	}
 	for _, name := range []string{*jsonOut, *pngOut} {
 		if err := writable(name); err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
@@ -79,7 +92,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		if err := applyFlags(cfg, n, *ranks, *epochs, *count, *size, *dir, *curve, policies); err != nil {
+		if err := applyFlags(cfg, n, ranks, epochs, count, *size, *dir, *curve, policies); err != nil {
 			fmt.Fprintf(stderr, "augur sim: %v\n", err)
 			return 2
 		}
@@ -144,14 +157,17 @@ func writeSimJSON(name string, results []*sim.Result, w io.Writer) error {
 	return os.WriteFile(name, data, 0o644)
 }
 
-// applyFlags sets what the flags give over the configuration.
-func applyFlags(cfg *sim.Config, nodes, ranks, epochs, count int, size, dir, curve string, policies []string) error {
+// applyFlags sets what the flags give over the configuration (nodes 0
+// and a nil number: not given, the configuration's).
+func applyFlags(cfg *sim.Config, nodes int, ranks, epochs, count *int, size, dir, curve string, policies []string) error {
+	if nodes != 0 {
+		cfg.Nodes = nodes
+	}
 	for _, f := range []struct {
-		dst *int
-		v   int
-	}{{&cfg.Nodes, nodes}, {&cfg.RanksPerNode, ranks}, {&cfg.Epochs, epochs}, {&cfg.Dataset.Count, count}} {
-		if f.v != 0 {
-			*f.dst = f.v
+		dst, v *int
+	}{{&cfg.RanksPerNode, ranks}, {&cfg.Epochs, epochs}, {&cfg.Dataset.Count, count}} {
+		if f.v != nil {
+			*f.dst = *f.v
 		}
 	}
 	if size != "" {

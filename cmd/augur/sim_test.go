@@ -57,6 +57,14 @@ func TestSimCommand(t *testing.T) {
 	if rc := runSim([]string{"--nodes", "4,x"}, &out, &errs); rc != 2 || !strings.Contains(errs.String(), `"x"`) {
 		t.Fatalf("--nodes 4,x: exit %d, %q", rc, errs.String())
 	}
+	// A number given is taken, also 0: an error, not the default.
+	for flag, want := range map[string]string{"--epochs": "epochs", "--ranks-per-node": "ranks per node", "--dataset-count": "count"} {
+		errs.Reset()
+		if rc := runSim([]string{"--nodes", "2", "--dataset-count", "100", "--policy", "pfs", flag, "0"}, &out, &errs); rc == 0 ||
+			!strings.Contains(errs.String(), want) {
+			t.Errorf("%s 0: exit %d, %q", flag, rc, errs.String())
+		}
+	}
 }
 
 // TestSimOutputsCheckedFirst: an output that cannot be written fails the
