@@ -447,7 +447,7 @@ func DefaultTiers() []tiering.Tier {
 	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
 		tiers = append(tiers, tiering.Tier{
 			Path:     fmt.Sprintf("/dev/shm/augur-%d", uid),
-			Capacity: memAvailable() / 4,
+			Capacity: MemAvailable() / 4,
 		})
 	}
 	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("augur-%d", uid))
@@ -585,7 +585,9 @@ func badLevel(l string) string {
 	return fmt.Sprintf("unknown log level %q (known: %s)", l, strings.Join(levels, ", "))
 }
 
-func memAvailable() int64 {
+// MemAvailable is the memory the kernel says is available now
+// (/proc/meminfo's MemAvailable), 0 if it does not say.
+func MemAvailable() int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0

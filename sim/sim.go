@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"time"
+
+	"github.com/augur-hpc/augur/shim"
 )
 
 // Result is a simulation's outcome: every policy's epochs.
@@ -60,6 +62,9 @@ func Run(cfg *Config) (*Result, error) {
 	t0 := time.Now()
 	ds, err := makeFiles(cfg.Dataset, cfg.Seed)
 	if err != nil {
+		return nil, err
+	}
+	if err := fitsMemory(cfg, len(ds.sizes), shim.MemAvailable()); err != nil {
 		return nil, err
 	}
 	j, err := newJob(cfg, ds)

@@ -1,0 +1,56 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+)
+
+// fitsMemory refuses, before it takes any of it, a run of cfg on n files
+// whose least memory (memoryFloor) is more than avail (0: not known, not
+// checked): the kernel would kill it at its peak, minutes in, without a
+// word.
+func fitsMemory(cfg *Config, n int, avail int64) error {
+	need := memoryFloor(cfg, n)
+	if avail <= 0 || need <= float64(avail) {
+		return nil
+	}
+	return fmt.Errorf("%d nodes x %d epochs of %d files need at least %.1f GB of memory, %.1f GB is available: simulate fewer epochs or nodes",
+		cfg.Nodes, cfg.Epochs, n, need/1e9, float64(avail)/1e9)
+}
+
+// memoryFloor is the least memory a run of cfg on n files holds at its
+// peak (docs/sim.md, Memory): every read of the run (8 bytes each; an
+// epoch is n reads at least, the ranks' shares padded), each node's list of
+// the distinct files it reads (4 bytes each, 2 more for their holders and
+// 2 for their owners where a policy asks, 1 per placement) and the file
+// state of the policies that run at once (12 bytes a distinct file each,
+// one policy per core). A node reads a share 1/nodes of each epoch's
+// files, drawn anew each epoch: the files it reads at least once are
+// n·nodes·(1-(1-1/nodes)^epochs) over the nodes. The garbage collector's
+// room and the setup's scratch come on top (a fifth more at 1024 x 90).
+func memoryFloor(cfg *Config, n int) float64 {
+	nodes, epochs := float64(cfg.Nodes), float64(cfg.Epochs)
+	reads := epochs * float64(n)
+	distinct := float64(n) * nodes * (1 - math.Pow(1-1/nodes, epochs))
+	perFile, slabs := 4.0, 0
+	for _, p := range cfg.Policies {
+		switch p {
+		case "clairvoyant+peers":
+			perFile += 2 + 1 // holders, placement
+		case "hvac":
+			perFile += 2 + 2 // holders, owners
+		case "clairvoyant":
+			perFile++
+		}
+		if p != "pfs" && p != "perfect" {
+			slabs++
+		}
+	}
+	if slices.Contains(cfg.Policies, "clairvoyant+peers") && slices.Contains(cfg.Policies, "hvac") {
+		perFile -= 2 // one holders' list for both
+	}
+	perFile += 12 * float64(min(slabs, runtime.GOMAXPROCS(0)))
+	return reads*8 + distinct*perFile
+}
