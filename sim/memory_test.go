@@ -15,14 +15,7 @@ func TestMemoryFloorIsTheJobsArrays(t *testing.T) {
 	for _, policies := range [][]string{Policies, {"pfs"}, {"hvac"}, {"clairvoyant+peers", "staging"}} {
 		c := small()
 		c.Nodes, c.RanksPerNode, c.Epochs, c.Policies = 6, 1, 5, policies
-		ds, err := makeFiles(c.Dataset, c.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := newJob(c, ds)
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := buildJob(t, c)
 		lists, distinct := 0, 0
 		for _, no := range j.nodes {
 			distinct += len(no.files)
@@ -35,7 +28,7 @@ func TestMemoryFloorIsTheJobsArrays(t *testing.T) {
 			}
 		}
 		arrays := float64(8*len(j.reads) + lists + 12*min(slabs, runtime.GOMAXPROCS(0))*distinct)
-		if floor := memoryFloor(c, len(ds.sizes)); floor > arrays*1.02 || floor < arrays*0.98 {
+		if floor := memoryFloor(c, len(j.ds.sizes)); floor > arrays*1.02 || floor < arrays*0.98 {
 			t.Errorf("%v: floor %.0f bytes, the job's arrays %.0f", policies, floor, arrays)
 		}
 	}

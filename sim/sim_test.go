@@ -27,6 +27,20 @@ func small() *Config {
 	return c
 }
 
+// buildJob is c's job as every policy's run shares it.
+func buildJob(t *testing.T, c *Config) *job {
+	t.Helper()
+	ds, err := makeFiles(c.Dataset, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := newJob(c, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 func run(t *testing.T, c *Config) *Result {
 	t.Helper()
 	res, err := Run(c)
@@ -119,14 +133,7 @@ func testPlacementIsShims(t *testing.T, nodes int) {
 	c.Tiers[0].Capacity, c.Tiers[1].Capacity = 120_000, 90_000
 	c.Prefetch.Stage = 15_000 // the eighth augur plan assumes (the leader grows it as it sees the loaders)
 	c.Policies = []string{"clairvoyant", "clairvoyant+peers"}
-	ds, err := makeFiles(c.Dataset, c.Seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := newJob(c, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := buildJob(t, c)
 	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2 * nodes, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
 	p, err := shim.Predict(&shim.Config{Roots: []string{root}, Seed: 7, Access: a}, nil)
 	if err != nil {
