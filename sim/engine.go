@@ -184,11 +184,15 @@ type EpochStats struct {
 	stalls    []float64 // per rank
 }
 
+// direct says whether policy pol reads straight from the PFS (pfs) or
+// the first tier (perfect): it keeps no file's state.
+func direct(pol string) bool { return pol == "pfs" || pol == "perfect" }
+
 func newRunner(j *job, pol string) *runner {
 	cfg := j.cfg
 	r := &runner{j: j, cfg: cfg, in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes),
 		peer: pol == "clairvoyant+peers", perfect: pol == "perfect",
-		direct:      pol == "pfs" || pol == "perfect",
+		direct:      direct(pol),
 		copyOnRead:  pol == "reactive" || pol == "hvac",
 		prefetching: pol == "clairvoyant" || pol == "clairvoyant+peers" || pol == "staging"}
 	R, W := cfg.RanksPerNode, cfg.Loop.Workers

@@ -34,22 +34,28 @@ func memoryFloor(cfg *Config, n int) float64 {
 	nodes, epochs := float64(cfg.Nodes), float64(cfg.Epochs)
 	reads := epochs * float64(n)
 	distinct := float64(n) * nodes * (1 - math.Pow(1-1/nodes, epochs))
-	perFile, slabs := 4.0, 0
+	// Each node's lists, as newJob makes them: dataset indices, holders
+	// (with peers or hvac), owners (hvac), a placement per clairvoyant
+	// policy.
+	has := func(p string) bool { return slices.Contains(cfg.Policies, p) }
+	perFile := 4.0
+	if has("clairvoyant+peers") || has("hvac") {
+		perFile += 2
+	}
+	if has("hvac") {
+		perFile += 2
+	}
+	if has("clairvoyant") {
+		perFile++
+	}
+	if has("clairvoyant+peers") {
+		perFile++
+	}
+	slabs := 0
 	for _, p := range cfg.Policies {
-		switch p {
-		case "clairvoyant+peers":
-			perFile += 2 + 1 // holders, placement
-		case "hvac":
-			perFile += 2 + 2 // holders, owners
-		case "clairvoyant":
-			perFile++
-		}
-		if p != "pfs" && p != "perfect" {
+		if !direct(p) {
 			slabs++
 		}
-	}
-	if slices.Contains(cfg.Policies, "clairvoyant+peers") && slices.Contains(cfg.Policies, "hvac") {
-		perFile -= 2 // one holders' list for both
 	}
 	perFile += 12 * float64(min(slabs, runtime.GOMAXPROCS(0)))
 	return reads*8 + distinct*perFile
