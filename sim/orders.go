@@ -199,7 +199,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	// The nodes in groups of a few: each group laid out, placed and then
 	// written into j.reads side by side (see lay), its sizes by local
 	// number kept only until then.
-	j.reads = make([]slot, cfg.Epochs*j.k*j.w)
+	j.reads = slab[slot](cfg.Epochs * j.k * j.w)
 	j.batches = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
 	j.bytes = make([]int64, cfg.Epochs*j.batches*j.w)
 	group := max(1, min(8, cfg.Nodes/(4*runtime.GOMAXPROCS(0))))
@@ -213,7 +213,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		i0, i1 := gi*group, min((gi+1)*group, cfg.Nodes)
 		for i := i0; i < i1; i++ {
 			no := j.layout(reads[i], &sc.numbering, &sc.sizes[i-i0])
-			stage := j.place(i, no, reads[i], sc.sizes[i-i0], &sc.sizes64, a, caps, want)
+			stage := j.place(i, no, reads[i], sc.sizes[i-i0], &sc.sizes64, &sc.lists, a, caps, want)
 			mu.Lock()
 			j.nodes[i], j.stage = no, max(j.stage, stage)
 			mu.Unlock()
@@ -271,7 +271,7 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 	R := j.cfg.RanksPerNode
 	reads := make([][]int32, j.cfg.Nodes)
 	m := j.cfg.Epochs * j.k * R
-	all := make([]int32, j.cfg.Nodes*m)
+	all := slab[int32](j.cfg.Nodes * m)
 	for i := range reads {
 		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
@@ -290,7 +290,7 @@ func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
 // in its numbering, sizes by local number) for the clairvoyant policies
 // asked for: one for the node alone, one for the node among holders, of
 // one count of its reads. It returns the staging budget the placer kept.
-func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch *[]int64, a shim.Access, caps []int64, want map[string]bool) int64 {
+func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch *[]int64, lists *lists, a shim.Access, caps []int64, want map[string]bool) int64 {
 	var holds []func(f int32) bool
 	if want["clairvoyant"] {
 		holds = append(holds, nil)
@@ -315,11 +315,14 @@ func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch 
 	}
 	*scratch = s64
 	pls, stage := shim.PlaceNode(len(no.files), a, caps, s64, orders, holds...)
+	// Kept in the lists' arena: the placer's arrays are garbage, for the
+	// next node's placer.
+	keep := func(tier []int8) []int8 { t := lists.i8.take(len(tier)); copy(t, tier); return t }
 	if want["clairvoyant"] {
-		no.tier, pls = pls[0].Tier, pls[1:]
+		no.tier, pls = keep(pls[0].Tier), pls[1:]
 	}
 	if want["clairvoyant+peers"] {
-		no.tierPeers = pls[0].Tier
+		no.tierPeers = keep(pls[0].Tier)
 	}
 	return stage
 }
@@ -357,13 +360,13 @@ func (j *job) layout(reads []int32, sc *numbering, sizes *[]int32) *nodeOrder {
 			owner[h] = j.owner[g]
 		}
 	}
-	no := &nodeOrder{files: make([]int32, 0, files)}
+	no := &nodeOrder{files: sc.i32.take(files)[:0]}
 	local := grow(sizes, files)
 	if j.holder != nil {
-		no.held = make([]int16, files)
+		no.held = sc.i16.take(files)
 	}
 	if j.owner != nil {
-		no.owner = make([]int16, files)
+		no.owner = sc.i16.take(files)
 	}
 	// In the order of the reads: a file's first read numbers it, its
 	// later ones take the number the first was rewritten to.
@@ -386,11 +389,20 @@ func (j *job) layout(reads []int32, sc *numbering, sizes *[]int32) *nodeOrder {
 	return no
 }
 
-// numbering is a core's scratch for layout, kept from node to node.
+// numbering is a core's scratch for layout, kept from node to node, and
+// the arenas it cuts the nodes' lists from.
 type numbering struct {
 	keys, tmp   []uint64
 	first, size []int32
 	held, owner []int16
+	lists
+}
+
+// lists are the arenas of the nodes' lists (nodeOrder's).
+type lists struct {
+	i32 arena[int32]
+	i16 arena[int16]
+	i8  arena[int8]
 }
 
 // grow is *s at length n, made anew only when it is short.
