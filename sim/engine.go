@@ -214,7 +214,7 @@ func newRunner(j *job, pol string) *runner {
 		threads += tier.Threads
 	}
 	r.pendingBinds = cfg.Prefetch.Pending <= threads
-	used, free := slab[int64](cfg.Nodes*len(cfg.Tiers)), slab[float64](cfg.Nodes*threads)
+	used, free := slab[int64](&j.mem, cfg.Nodes*len(cfg.Tiers)), slab[float64](&j.mem, cfg.Nodes*threads)
 	for i := range r.nodes {
 		no := j.nodes[i]
 		ns := &r.nodes[i]

@@ -46,6 +46,9 @@ type job struct {
 	// hvac (peers.Owner of its path); nil unless hvac is run.
 	owner []int16
 	stage int64 // the staging budget shim's placement kept out of the first tier
+	// mem holds the job's large arrays (j.reads, the nodes' lists, the
+	// policies' file state) until the run is done.
+	mem pages
 	// spare holds the slabs of policies that finished, for the next ones
 	// (a slab of a large job is gigabytes: reused, its pages are not
 	// faulted in and zeroed by the kernel again).
@@ -59,19 +62,20 @@ type job struct {
 func (j *job) spareFiles(n int) []file {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	return takeSpare(&j.spare.fs, n)
+	return takeSpare(&j.mem, &j.spare.fs, n)
 }
 
 // takeSpare removes from spare a slab that holds n elements and returns
-// it cut to n (its contents as the last policy left them), or a new one.
-func takeSpare[T any](spare *[][]T, n int) []T {
+// it cut to n (its contents as the last policy left them), or a new one
+// of p's.
+func takeSpare[T any](p *pages, spare *[][]T, n int) []T {
 	for k, s := range *spare {
 		if cap(s) >= n {
 			*spare = append((*spare)[:k], (*spare)[k+1:]...)
 			return s[:n]
 		}
 	}
-	return slab[T](n)
+	return slab[T](p, n)
 }
 
 // release gives a finished policy's slabs back to the job.
@@ -194,12 +198,14 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	}
 	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
-	reads := j.gather(orders)
+	var gathered pages // gather's reads, until the nodes are laid out
+	defer gathered.free()
+	reads := j.gather(orders, &gathered)
 	side.Wait()
 	// The nodes in groups of a few: each group laid out, placed and then
 	// written into j.reads side by side (see lay), its sizes by local
 	// number kept only until then.
-	j.reads = slab[slot](cfg.Epochs * j.k * j.w)
+	j.reads = slab[slot](&j.mem, cfg.Epochs*j.k*j.w)
 	j.batches = (j.k + cfg.Loop.Batch - 1) / cfg.Loop.Batch
 	j.bytes = make([]int64, cfg.Epochs*j.batches*j.w)
 	group := max(1, min(8, cfg.Nodes/(4*runtime.GOMAXPROCS(0))))
@@ -209,7 +215,9 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 		sizes64 []int64   // the placer's
 	}
 	var mu sync.Mutex
-	parallelWith((cfg.Nodes+group-1)/group, func() *scratch { return &scratch{sizes: make([][]int32, group)} }, func(gi int, sc *scratch) {
+	parallelWith((cfg.Nodes+group-1)/group, func() *scratch {
+		return &scratch{sizes: make([][]int32, group), numbering: numbering{lists: newLists(&j.mem)}}
+	}, func(gi int, sc *scratch) {
 		i0, i1 := gi*group, min((gi+1)*group, cfg.Nodes)
 		for i := i0; i < i1; i++ {
 			no := j.layout(reads[i], &sc.numbering, &sc.sizes[i-i0])
@@ -267,11 +275,11 @@ func grownStage(cfg *Config, ds *files, caps []int64) int64 {
 // read position by position, every rank at each, which is
 // how DistributedSampler's orders lie in the permutation (rank after rank
 // at each position), so the permutation is read in order.
-func (j *job) gather(orders func(e int) []seed.Order) [][]int32 {
+func (j *job) gather(orders func(e int) []seed.Order, p *pages) [][]int32 {
 	R := j.cfg.RanksPerNode
 	reads := make([][]int32, j.cfg.Nodes)
 	m := j.cfg.Epochs * j.k * R
-	all := slab[int32](j.cfg.Nodes * m)
+	all := slab[int32](p, j.cfg.Nodes*m)
 	for i := range reads {
 		reads[i] = all[i*m : (i+1)*m : (i+1)*m]
 	}
@@ -403,6 +411,10 @@ type lists struct {
 	i32 arena[int32]
 	i16 arena[int16]
 	i8  arena[int8]
+}
+
+func newLists(p *pages) lists {
+	return lists{arena[int32]{p: p}, arena[int16]{p: p}, arena[int8]{p: p}}
 }
 
 // grow is *s at length n, made anew only when it is short.

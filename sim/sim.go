@@ -2,7 +2,6 @@ package sim
 
 import (
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"time"
 
@@ -44,21 +43,12 @@ func (p *PolicyResult) Stall() float64 {
 	return s
 }
 
-// gcPercent is the garbage collector's target while a simulation runs,
-// in percent of the live heap (Go's default is 100). A large job's heap
-// is gigabytes of arrays without pointers, so a collection costs little,
-// while a heap let grow to twice what it holds is faulted in page by
-// page: at 1024 nodes x 90 epochs, 119 s with the default, 109 s with 25
-// (system time 24 s to 17 s).
-const gcPercent = 25
-
 // Run simulates cfg under each of its policies (two at a time on two
 // cores: each policy's run is one goroutine, its events in one heap).
 func Run(cfg *Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
 	t0 := time.Now()
 	ds, err := makeFiles(cfg.Dataset, cfg.Seed)
 	if err != nil {
@@ -71,6 +61,7 @@ func Run(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer j.mem.free()
 	res := &Result{Nodes: cfg.Nodes, RanksPerNode: cfg.RanksPerNode, Files: len(ds.sizes), Bytes: ds.bytes,
 		Stage: j.stage, Policies: make([]PolicyResult, len(cfg.Policies))}
 	order := longestFirst(cfg.Policies)
@@ -79,9 +70,8 @@ func Run(cfg *Config) (*Result, error) {
 		rn := newRunner(j, p)
 		res.Policies[order[k]] = PolicyResult{Policy: p, Epochs: rn.run()}
 		// The runner's largest arrays go to the next policy (j.spare); the
-		// rest (still gigabytes at scale) are collected now, so that the
-		// next policy reuses their pages rather than fault in new ones, and
-		// the peak stays lower.
+		// rest (tens of megabytes at scale) are collected now, so that the
+		// next policy reuses their pages rather than fault in new ones.
 		j.release(rn)
 		runtime.GC()
 	})

@@ -38,6 +38,7 @@ func buildJob(t *testing.T, c *Config) *job {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(j.mem.free)
 	return j
 }
 

@@ -1,58 +1,84 @@
 package sim
 
 import (
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// slab makes one slice of n T to be cut into many nodes' arrays: one
-// allocation rather than one per node, in huge pages where it is large.
-func slab[T any](n int) []T {
-	s := make([]T, n)
-	huge(s)
-	return s
+// pages is the memory of a job's large arrays (its reads, the nodes'
+// lists, the policies' file state), mapped from the kernel outside Go's
+// heap and unmapped all at once when the job is done (free).
+//
+// Why not Go's heap: a page fault is dear in this machine's VM (the host
+// backs the page then), a huge page is one fault where small ones are 512,
+// and Go asks for none itself. The kernel gives huge pages only to memory
+// that asked for them (transparent huge pages, madvise mode, Debian's
+// default) before its first touch, and Go zeroes a large allocation made
+// of pages its heap used before (the setup's garbage) as it hands it out,
+// first, in small pages. Mapped here, an array is zero without a write and
+// asks before it is touched. The policies' file state is gigabytes at
+// scale, read at random, one node's part after another's, where a miss of
+// the TLB costs more than the cache miss it comes with (1024 x 90 in
+// 72.7 s with huge pages, 79.5 s without); the job's arrays, read in
+// order, gain in their first touch.
+type pages struct {
+	mu   sync.Mutex
+	maps [][]byte
 }
 
-// hugeMin is the size from which a slab asks for huge pages.
+// hugeMin is the size from which an array is mapped in huge pages; a
+// smaller one is made in Go's heap.
 const hugeMin = 8 << 20
 
-// huge asks the kernel to back s with huge pages (transparent huge pages,
-// madvise mode, Debian's default): the policies' file state is gigabytes
-// at scale, read at random, one node's part after another's, and a miss
-// of the TLB costs more than the cache miss it comes with (1024 x 90 in
-// 72.7 s with them, 79.5 s without). Go asks for none itself. The job's
-// arrays, read in order, gain in their first touch: a page fault is dear
-// in this machine's VM (the host backs the page then), and a huge page
-// is one fault where small ones are 512 (the setup of 1024 x 90: 50,000
-// faults rather than 650,000, 0.8-3.4 s of system time rather than
-// 5.7-8.6 s). Where the kernel refuses, s is as it was: only slower.
-func huge[T any](s []T) {
+// slab is n zero Ts, one allocation to be cut into many nodes' arrays,
+// mapped by p where it is large. T holds no pointer: the garbage collector
+// does not look into p's memory. Where the kernel refuses the mapping, the
+// slice is made in Go's heap (only slower).
+func slab[T any](p *pages, n int) []T {
 	var t T
-	n := uintptr(len(s)) * unsafe.Sizeof(t)
-	if n < hugeMin {
-		return
+	size := n * int(unsafe.Sizeof(t))
+	if size < hugeMin {
+		return make([]T, n)
 	}
-	const page = 4096
-	start := unsafe.Pointer(unsafe.SliceData(s))
-	p := uintptr(start)
-	from, to := (p+page-1)&^(page-1), (p+n)&^(page-1)
-	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(start, from-p)), to-from), unix.MADV_HUGEPAGE)
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]T, n)
+	}
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	p.mu.Lock()
+	p.maps = append(p.maps, b)
+	p.mu.Unlock()
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
-// arena cuts many slices from few slabs: each node's lists are hundreds
-// of kilobytes at scale, a gigabyte in all, and made one by one they
-// would be faulted in a small page at a time (see huge).
-type arena[T any] struct{ free []T }
+// free unmaps every slab of p: nothing may use them after.
+func (p *pages) free() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.maps {
+		_ = unix.Munmap(b)
+	}
+	p.maps = nil
+}
+
+// arena cuts many slices from few slabs of p: each node's lists are
+// hundreds of kilobytes at scale, a gigabyte in all, and made one by one
+// in Go's heap they would be faulted in a small page at a time.
+type arena[T any] struct {
+	p    *pages
+	free []T
+}
 
 // arenaSlab is the size of an arena's slabs, in bytes.
 const arenaSlab = 32 << 20
 
-// take is a new slice of n Ts, zero where the arena's slab is new.
+// take is a new slice of n zero Ts.
 func (a *arena[T]) take(n int) []T {
 	if n > len(a.free) {
 		var t T
-		a.free = slab[T](max(n, arenaSlab/int(unsafe.Sizeof(t))))
+		a.free = slab[T](a.p, max(n, arenaSlab/int(unsafe.Sizeof(t))))
 	}
 	s := a.free[:n:n]
 	a.free = a.free[n:]
