@@ -323,14 +323,13 @@ func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch 
 	}
 	*scratch = s64
 	pls, stage := shim.PlaceNode(len(no.files), a, caps, s64, orders, holds...)
-	// Kept in the lists' arena: the placer's arrays are garbage, for the
-	// next node's placer.
-	keep := func(tier []int8) []int8 { t := lists.i8.take(len(tier)); copy(t, tier); return t }
+	// Copied into the lists' arena: the placer's arrays are garbage, for
+	// the next node's placer.
 	if want["clairvoyant"] {
-		no.tier, pls = keep(pls[0].Tier), pls[1:]
+		no.tier, pls = lists.i8.clone(pls[0].Tier), pls[1:]
 	}
 	if want["clairvoyant+peers"] {
-		no.tierPeers = keep(pls[0].Tier)
+		no.tierPeers = lists.i8.clone(pls[0].Tier)
 	}
 	return stage
 }

@@ -84,3 +84,10 @@ func (a *arena[T]) take(n int) []T {
 	a.free = a.free[n:]
 	return s
 }
+
+// clone is a copy of s in the arena.
+func (a *arena[T]) clone(s []T) []T {
+	c := a.take(len(s))
+	copy(c, s)
+	return c
+}

@@ -45,4 +45,8 @@ func TestArenaTakes(t *testing.T) {
 		t.Fatalf("a take beyond a slab: %d elements, %d mappings; want %d in a second", len(big), len(p.maps), arenaSlab)
 	}
 	big[len(big)-1] = 1
+	c := a.clone([]int16{4, 5, 6})
+	if len(c) != 3 || c[0] != 4 || c[2] != 6 || &c[0] == &big[0] {
+		t.Fatalf("clone of [4 5 6]: %v", c)
+	}
 }
