@@ -97,9 +97,10 @@ func (c *clairvoyant) holdFor(cur *cursor) {
 
 // holderOf names the node that holds path's copy and says whether it
 // should have it by now: this node's ranks, which read in step with
-// that node's, have passed the place where that node's rank read it.
-// It is the copy pool's view (peering.Fill), so it takes c.mu.
-func (c *clairvoyant) holderOf(path string) (int, func() bool) {
+// that node's, have passed the place where that node's rank read it; and
+// whether they have begun to read its dataset. It is the copy pool's view
+// (peering.Fill), so it takes c.mu.
+func (c *clairvoyant) holderOf(path string) (int, readiness) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, ok := c.cat.Lookup(path)
@@ -108,15 +109,16 @@ func (c *clairvoyant) holderOf(path string) (int, func() bool) {
 	}
 	at := c.hold[f]
 	h := c.holdBy[at.by]
-	return int(at.node), func() bool {
+	return int(at.node), func() (ready, begun bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, cur := range c.cursors {
-			if cur.ds == h.ds && (cur.epoch > h.epoch || (cur.epoch == h.epoch && cur.pos > int(at.pos))) {
-				return true
+			if cur.ds == h.ds {
+				ready = ready || cur.epoch > h.epoch || (cur.epoch == h.epoch && cur.pos > int(at.pos))
+				begun = begun || cur.epoch > 0 || cur.pos > 0
 			}
 		}
-		return false
+		return ready, begun
 	}
 }
 

@@ -525,7 +525,7 @@ func (l *Leader) startReactive() {
 
 // owner is the reactive policy's holder of a file: a hash of its path
 // over the nodes (HVAC's partitioning), which every node computes alike.
-func (l *Leader) owner(path string) (int, func() bool) {
+func (l *Leader) owner(path string) (int, readiness) {
 	return peers.Owner(path, l.peers.cfg.Nodes), nil
 }
 

@@ -36,7 +36,11 @@ type peering struct {
 
 // holderFunc names the node that should hold path's copy (-1: none
 // known) and, if not nil, says whether that node should hold it by now.
-type holderFunc func(path string) (node int, ready func() bool)
+type holderFunc func(path string) (node int, ready readiness)
+
+// readiness says whether the holder should have a file by now, and
+// whether this node's ranks have begun to read its dataset.
+type readiness func() (ready, begun bool)
 
 // demandFunc makes this node's copy of a file another node asked for and
 // found none of here, if this node should hold it, and reports within ctx
@@ -45,7 +49,7 @@ type demandFunc func(ctx context.Context, path string, size, mtime int64) bool
 
 // Peering's timing. readyWait bounds how long a copy waits for the node
 // that reads a file first to have read it (it reads in step with this
-// node's ranks, so normally for less than a batch); addrPoll is how often
+// node's ranks, so normally for less than a batch; see await); addrPoll is how often
 // the rendezvous is read again for a leader that moved (a node's leader
 // died and another process of the job took over, on another port).
 const (
@@ -208,23 +212,29 @@ func (p *peering) BeginPFS(size int64) func(int64) {
 }
 
 // await waits until ready says the holder should have the file, for at
-// most readyWait.
-func (p *peering) await(ready func() bool) bool {
-	if ready == nil || ready() {
+// most readyWait once this node's ranks have begun to read. Before that
+// the wait is not counted: a job's nodes start their ranks seconds apart
+// (Python's imports on a loaded machine), and the prefetcher, which
+// begins with the leader, would give up on the holders of the files the
+// ranks read first and read the shared filesystem for them again.
+func (p *peering) await(ready readiness) bool {
+	if ready == nil {
 		return true
 	}
+	ok, _ := ready()
 	deadline := time.Now().Add(readyWait)
-	for time.Now().Before(deadline) {
+	for !ok && time.Now().Before(deadline) {
 		select {
 		case <-p.ctx.Done():
 			return false
 		case <-time.After(readyPoll):
 		}
-		if ready() {
-			return true
+		var begun bool
+		if ok, begun = ready(); !begun {
+			deadline = time.Now().Add(readyWait)
 		}
 	}
-	return false
+	return ok
 }
 
 // PeerStats is augur stat's view of a job of several nodes.

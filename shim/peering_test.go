@@ -149,3 +149,36 @@ func TestCopyWaits(t *testing.T) {
 		t.Errorf("%d waits left after all ended or left", n)
 	}
 }
+
+// A copy waits for its holder without counting the time before this
+// node's ranks begin to read (the job's nodes start seconds apart), and
+// for at most readyWait after: a holder never ready is given up on.
+func TestAwaitCountsFromTheRanksStart(t *testing.T) {
+	p := &peering{ctx: context.Background()}
+	for _, c := range []struct {
+		name  string
+		begin time.Duration // when the ranks begin
+		ready time.Duration // when the holder should have the file (0: never)
+		want  bool
+	}{
+		{"ready long after the wait began, soon after the ranks did", readyWait + time.Second, readyWait + 1500*time.Millisecond, true},
+		{"never ready once the ranks began", 0, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			ready := func() (bool, bool) {
+				since := time.Since(start)
+				return c.ready > 0 && since >= c.ready, since >= c.begin
+			}
+			got := p.await(ready)
+			took := time.Since(start)
+			if got != c.want {
+				t.Fatalf("await after %v: %v, want %v", took, got, c.want)
+			}
+			if !got && took < readyWait {
+				t.Fatalf("gave up after %v, before readyWait (%v)", took, readyWait)
+			}
+		})
+	}
+}
