@@ -49,9 +49,10 @@ type demandFunc func(ctx context.Context, path string, size, mtime int64) bool
 
 // Peering's timing. readyWait bounds how long a copy waits for the node
 // that reads a file first to have read it (it reads in step with this
-// node's ranks, so normally for less than a batch; see await); addrPoll is how often
-// the rendezvous is read again for a leader that moved (a node's leader
-// died and another process of the job took over, on another port).
+// node's ranks, so normally for less than a batch; see await); addrPoll
+// is how often the rendezvous is read again for a leader that moved (a
+// node's leader died and another process of the job took over, on
+// another port).
 const (
 	readyWait   = 5 * time.Second
 	readyPoll   = 5 * time.Millisecond
