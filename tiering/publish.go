@@ -251,12 +251,12 @@ func (tr *Tree) PublishFile(source string, st *unix.Stat_t, link bool, dirfd int
 		unix.Unlinkat(dirfd, name, 0)
 		return 0, err
 	}
-	tmpfd, err := tr.dir(tmpDir, false)
+	tmpfd, done, err := tr.openTmp()
 	if err != nil {
 		unix.Unlinkat(dirfd, name, 0)
 		return 0, &TierError{err}
 	}
-	defer unix.Close(tmpfd)
+	defer done()
 	tmp := tempName()
 	if err := unix.Renameat2(dirfd, name, tmpfd, tmp, unix.RENAME_NOREPLACE); err != nil {
 		unix.Unlinkat(dirfd, name, 0)
@@ -299,11 +299,11 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() b
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, ErrNotRegular
 	}
-	tmpfd, err := tr.dir(tmpDir, false)
+	tmpfd, done, err := tr.openTmp()
 	if err != nil {
 		return 0, &TierError{err}
 	}
-	defer unix.Close(tmpfd)
+	defer done()
 	tmp, err := createTemp(tmpfd, tr.Path+"/"+tmpDir)
 	if err != nil {
 		return 0, &TierError{err}

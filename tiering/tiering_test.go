@@ -3,6 +3,7 @@ package tiering
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,5 +238,75 @@ func TestWithoutOpenat2(t *testing.T) {
 	}
 	if err := tr.Remove(p); err != nil || tr.Usage().Files != 0 {
 		t.Fatalf("Remove: %v, %d files left", err, tr.Usage().Files)
+	}
+}
+
+// The Tree keeps tmp/ open; a copy is made in tmp/ as the tier has it
+// now, even when the kept descriptor no longer names it: tmp/ removed and
+// made again, or the descriptor closed by the host program and its number
+// given to a directory of the program's, where no file may be created and
+// which the Tree's Close must leave open.
+func TestPublishWhenTheKeptTmpIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, tr *Tree) (programs int)
+	}{
+		{"tmp-made-again", func(t *testing.T, tr *Tree) int {
+			must(t, os.Remove(filepath.Join(tr.Path, tmpDir)))
+			must(t, os.Mkdir(filepath.Join(tr.Path, tmpDir), 0o700))
+			return -1
+		}},
+		{"number-reused", func(t *testing.T, tr *Tree) int {
+			must(t, unix.Close(tr.tmp.fd))
+			fd, err := unix.Open(t.TempDir(), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			must(t, err)
+			t.Cleanup(func() { unix.Close(fd) })
+			if fd != tr.tmp.fd {
+				t.Fatalf("the number %d went to %d, not to the program's directory", tr.tmp.fd, fd)
+			}
+			return fd
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, src := newTier(t, 1<<20)
+			programs := tc.spoil(t, tr)
+			created := watchCreates(t, programs)
+			p := filepath.Join(src, "f.bin")
+			write(t, p, []byte("bytes"))
+			if n, err := tr.Publish(p); err != nil || n != 5 {
+				t.Fatalf("Publish = %d, %v", n, err)
+			}
+			if err := tr.Usable(); err != nil {
+				t.Fatalf("Usable: %v", err)
+			}
+			if got := tr.Usage().Files; got != 1 {
+				t.Fatalf("%d copies in the tier, want 1", got)
+			}
+			if created() {
+				t.Fatal("a file was created in the program's directory")
+			}
+			must(t, tr.Close())
+			if _, err := unix.FcntlInt(uintptr(programs), unix.F_GETFD, 0); programs >= 0 && err != nil {
+				t.Fatalf("Close closed the program's descriptor: %v", err)
+			}
+		})
+	}
+}
+
+// watchCreates reports, when called, whether anything was created in the
+// directory open as fd since (never, for fd -1).
+func watchCreates(t *testing.T, fd int) func() bool {
+	if fd < 0 {
+		return func() bool { return false }
+	}
+	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	must(t, err)
+	t.Cleanup(func() { unix.Close(in) })
+	_, err = unix.InotifyAddWatch(in, fmt.Sprintf("/proc/self/fd/%d", fd), unix.IN_CREATE)
+	must(t, err)
+	return func() bool {
+		var buf [4096]byte
+		n, _ := unix.Read(in, buf[:])
+		return n > 0
 	}
 }

@@ -44,6 +44,17 @@ type Tree struct {
 	Tier
 	fd       int
 	dev, ino uint64
+	uid      uint32 // the tier's owner: this user, when Open checked it
+	tmp      heldDir
+}
+
+// heldDir is a directory of the tier a Tree keeps open (tmp/, where every
+// copy is made: resolving it for each copy cost three system calls of
+// some thirty). Before each use its descriptor is checked to name it
+// still, as the tier's own is.
+type heldDir struct {
+	fd       int
+	dev, ino uint64
 }
 
 // Open creates the tier's directory if it is missing (only its last
@@ -57,7 +68,7 @@ func Open(t Tier) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
 	}
-	tr := &Tree{Tier: t, fd: fd, dev: st.Dev, ino: st.Ino}
+	tr := &Tree{Tier: t, fd: fd, dev: st.Dev, ino: st.Ino, uid: st.Uid, tmp: heldDir{fd: -1}}
 	if readOnly(t.Path) {
 		tr.Close()
 		return nil, fmt.Errorf("tier %s: on a read-only filesystem", t.Path)
@@ -70,6 +81,18 @@ func Open(t Tier) (*Tree, error) {
 		}
 		unix.Close(sub)
 	}
+	tmp, err := tr.dir(tmpDir, false)
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	var tst unix.Stat_t
+	if err := unix.Fstat(tmp, &tst); err != nil {
+		unix.Close(tmp)
+		tr.Close()
+		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+	}
+	tr.tmp = heldDir{fd: tmp, dev: tst.Dev, ino: tst.Ino}
 	return tr, nil
 }
 
@@ -139,11 +162,11 @@ func (tr *Tree) Usable() error {
 		return err
 	}
 	unix.Close(files)
-	tmp, err := tr.dir(tmpDir, false)
+	tmp, done, err := tr.openTmp()
 	if err != nil {
 		return err
 	}
-	defer unix.Close(tmp)
+	defer done()
 	f, err := createTemp(tmp, tr.Path+"/"+tmpDir)
 	if err != nil {
 		return err
@@ -152,14 +175,41 @@ func (tr *Tree) Usable() error {
 	return f.Close()
 }
 
-// Close releases the tier's descriptor.
+// Close releases the tier's descriptors.
 func (tr *Tree) Close() error {
 	if tr == nil || tr.fd < 0 {
 		return nil
 	}
+	if tr.tmp.fd >= 0 && tr.tmp.names(tr.uid) { // else the number is the program's now
+		unix.Close(tr.tmp.fd)
+	}
+	tr.tmp.fd = -1
 	err := unix.Close(tr.fd)
 	tr.fd = -1
 	return err
+}
+
+// openTmp returns a descriptor of tmp/ and what to call when done with
+// it: the one the Tree keeps, if it still names tmp/ as Open found it,
+// else one opened now (tmp/ removed and made again, or the kept number
+// closed by the program and reused).
+func (tr *Tree) openTmp() (int, func(), error) {
+	if tr.tmp.fd >= 0 && tr.tmp.names(tr.uid) {
+		return tr.tmp.fd, func() {}, nil
+	}
+	fd, err := tr.dir(tmpDir, false)
+	if err != nil {
+		return -1, nil, err
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
+// names says whether d's descriptor still names the directory it was
+// opened on, still linked in its parent and private to owner.
+func (d *heldDir) names(owner uint32) bool {
+	var st unix.Stat_t
+	return unix.Fstat(d.fd, &st) == nil && st.Dev == d.dev && st.Ino == d.ino && st.Nlink > 0 &&
+		untrusted("", &st, unix.S_IFDIR, owner) == ""
 }
 
 // mkdirLast creates dir (mode 0700) unless it exists; its parent must.
@@ -236,7 +286,7 @@ func (tr *Tree) dir(rel string, create bool) (int, error) {
 		unix.Close(fd)
 		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if err := Untrusted(path, &st, unix.S_IFDIR); err != nil {
+	if err := tr.untrusted(path, &st, unix.S_IFDIR); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -307,26 +357,42 @@ func openDirAt(dirfd int, name, path string) (int, *unix.Stat_t, error) {
 // a symlink, another kind, another user's, or writable by group or
 // others. It returns nil for a trusted path.
 func Untrusted(path string, st *unix.Stat_t, kind uint32) error {
+	if why := untrusted(path, st, kind, uint32(os.Geteuid())); why != "" {
+		return &UnsafeError{Path: path, Why: why}
+	}
+	return nil
+}
+
+// untrusted is Tree's Untrusted: what is below the tier must be its
+// owner's, whom Open found to be this user (a system call fewer for each
+// directory a copy is published or removed in).
+func (tr *Tree) untrusted(path string, st *unix.Stat_t, kind uint32) error {
+	if why := untrusted(path, st, kind, tr.uid); why != "" {
+		return &UnsafeError{Path: path, Why: why}
+	}
+	return nil
+}
+
+// untrusted says why path is not to be trusted if you are user you, or
+// "".
+func untrusted(path string, st *unix.Stat_t, kind, you uint32) string {
 	// who looks the owner's name up: only for a message.
 	who := func() string {
 		return fmt.Sprintf("owner uid %d%s, mode %04o", st.Uid, userName(st.Uid), st.Mode&0o7777)
 	}
-	var why string
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		target, _ := os.Readlink(path)
-		why = fmt.Sprintf("is a symbolic link to %s (%s)", target, who())
+		return fmt.Sprintf("is a symbolic link to %s (%s)", target, who())
 	case st.Mode&unix.S_IFMT != kind:
-		why = fmt.Sprintf("is not a %s (%s)", kindName(kind), who())
-	case int(st.Uid) != os.Geteuid():
-		why = fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
-			st.Uid, userName(st.Uid), os.Geteuid(), userName(uint32(os.Geteuid())), st.Mode&0o7777)
+		return fmt.Sprintf("is not a %s (%s)", kindName(kind), who())
+	case st.Uid != you:
+		return fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
+			st.Uid, userName(st.Uid), you, userName(you), st.Mode&0o7777)
 	case st.Mode&0o022 != 0:
-		why = fmt.Sprintf("is writable by group or others (%s)", who())
-	default:
-		return nil
+		return fmt.Sprintf("is writable by group or others (%s)", who())
 	}
-	return &UnsafeError{Path: path, Why: why}
+	return ""
 }
 
 func kindName(kind uint32) string {
