@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -292,5 +293,43 @@ func TestPublishFileMovesOrCopiesTheTee(t *testing.T) {
 			t.Errorf("tee in %s: the tee's name is still there (%v)", dir, err)
 		}
 		noTemp(t, tier)
+	}
+}
+
+// BenchmarkPublishAndRemove is a staged copy's life in the tier: a small
+// file published to a RAM tier, then removed once read (go test -run X
+// -bench PublishAndRemove ./tiering; strace -c counts its system calls).
+func BenchmarkPublishAndRemove(b *testing.B) {
+	ram, err := os.MkdirTemp("/dev/shm", "augur-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(ram)
+	tr, err := Open(Tier{Path: ram + "/tier", Capacity: 1 << 30, Threads: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	src := b.TempDir()
+	var paths []string
+	for i := 0; i < 1000; i++ {
+		p := filepath.Join(src, "class", fmt.Sprintf("f%d.jpg", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, 500), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := paths[i%len(paths)]
+		if _, err := tr.Publish(p); err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.Remove(p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
