@@ -115,7 +115,12 @@ func TestClairvoyantLearnsTheJob(t *testing.T) {
 			return []learnNode{{cmd: job(root, "imagenet", 2), want: []shim.StreamStats{tr, val}}}
 		}},
 		{name: "spawn-ranks-in-code", nodes: func(root string) []learnNode {
-			cmd := job(root, "plain", 3, "--seed", fmt.Sprint(seed), "--spawn", "2")
+			// Each epoch's workers are new processes (spawn) whose torch
+			// imports take the host's cores while the last epoch's copies
+			// are made. At 40 ms a step, beside a process busy on a core,
+			// 1.4-7.7% of the sample opens read the originals (four runs;
+			// 10% fails); at 80 ms, 1.0-1.2% (two).
+			cmd := jobStep(root, "plain", 3, 80, "--seed", fmt.Sprint(seed), "--spawn", "2")
 			return []learnNode{{cmd: cmd, want: []shim.StreamStats{train(2, 0, 2), train(2, 1, 2)}}}
 		}},
 		{name: "batch-256-workers-8", per: 5000, size: 500, nodes: func(root string) []learnNode {
