@@ -79,20 +79,18 @@ func Open(t Tier) (*Tree, error) {
 			tr.Close()
 			return nil, fmt.Errorf("tier %s: %w", t.Path, err)
 		}
-		unix.Close(sub)
+		if d != tmpDir {
+			unix.Close(sub)
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(sub, &st); err != nil {
+			unix.Close(sub)
+			tr.Close()
+			return nil, fmt.Errorf("tier %s: %w", t.Path, err)
+		}
+		tr.tmp = heldDir{fd: sub, dev: st.Dev, ino: st.Ino}
 	}
-	tmp, err := tr.dir(tmpDir, false)
-	if err != nil {
-		tr.Close()
-		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
-	}
-	var tst unix.Stat_t
-	if err := unix.Fstat(tmp, &tst); err != nil {
-		unix.Close(tmp)
-		tr.Close()
-		return nil, fmt.Errorf("tier %s: %w", t.Path, err)
-	}
-	tr.tmp = heldDir{fd: tmp, dev: tst.Dev, ino: tst.Ino}
 	return tr, nil
 }
 
