@@ -207,7 +207,7 @@ func (tr *Tree) openTmp() (int, func(), error) {
 func (d *heldDir) names(owner uint32) bool {
 	var st unix.Stat_t
 	return unix.Fstat(d.fd, &st) == nil && st.Dev == d.dev && st.Ino == d.ino && st.Nlink > 0 &&
-		untrusted("", &st, unix.S_IFDIR, owner) == ""
+		untrusted("", &st, unix.S_IFDIR, owner) == nil
 }
 
 // mkdirLast creates dir (mode 0700) unless it exists; its parent must.
@@ -284,7 +284,7 @@ func (tr *Tree) dir(rel string, create bool) (int, error) {
 		unix.Close(fd)
 		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if err := tr.untrusted(path, &st, unix.S_IFDIR); err != nil {
+	if err := untrusted(path, &st, unix.S_IFDIR, tr.uid); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -355,42 +355,33 @@ func openDirAt(dirfd int, name, path string) (int, *unix.Stat_t, error) {
 // a symlink, another kind, another user's, or writable by group or
 // others. It returns nil for a trusted path.
 func Untrusted(path string, st *unix.Stat_t, kind uint32) error {
-	if why := untrusted(path, st, kind, uint32(os.Geteuid())); why != "" {
-		return &UnsafeError{Path: path, Why: why}
-	}
-	return nil
+	return untrusted(path, st, kind, uint32(os.Geteuid()))
 }
 
-// untrusted is Tree's Untrusted: what is below the tier must be its
-// owner's, whom Open found to be this user (a system call fewer for each
-// directory a copy is published or removed in).
-func (tr *Tree) untrusted(path string, st *unix.Stat_t, kind uint32) error {
-	if why := untrusted(path, st, kind, tr.uid); why != "" {
-		return &UnsafeError{Path: path, Why: why}
-	}
-	return nil
-}
-
-// untrusted says why path is not to be trusted if you are user you, or
-// "".
-func untrusted(path string, st *unix.Stat_t, kind, you uint32) string {
+// untrusted is Untrusted for user you. A Tree passes the tier's owner,
+// whom Open found to be this user: a system call fewer for each
+// directory a copy is published or removed in.
+func untrusted(path string, st *unix.Stat_t, kind, you uint32) error {
 	// who looks the owner's name up: only for a message.
 	who := func() string {
 		return fmt.Sprintf("owner uid %d%s, mode %04o", st.Uid, userName(st.Uid), st.Mode&0o7777)
 	}
+	var why string
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		target, _ := os.Readlink(path)
-		return fmt.Sprintf("is a symbolic link to %s (%s)", target, who())
+		why = fmt.Sprintf("is a symbolic link to %s (%s)", target, who())
 	case st.Mode&unix.S_IFMT != kind:
-		return fmt.Sprintf("is not a %s (%s)", kindName(kind), who())
+		why = fmt.Sprintf("is not a %s (%s)", kindName(kind), who())
 	case st.Uid != you:
-		return fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
+		why = fmt.Sprintf("is owned by uid %d%s, not by you (uid %d%s); mode %04o",
 			st.Uid, userName(st.Uid), you, userName(you), st.Mode&0o7777)
 	case st.Mode&0o022 != 0:
-		return fmt.Sprintf("is writable by group or others (%s)", who())
+		why = fmt.Sprintf("is writable by group or others (%s)", who())
+	default:
+		return nil
 	}
-	return ""
+	return &UnsafeError{Path: path, Why: why}
 }
 
 func kindName(kind uint32) string {

@@ -176,5 +176,5 @@ func LookupPath(trees []*Tree, source string) int {
 // swapped meanwhile can make it answer wrongly, never write elsewhere.)
 func (tr *Tree) statCopy(source string, st *unix.Stat_t) bool {
 	p, err := CopyPath(tr.Path, source)
-	return err == nil && unix.Stat(p, st) == nil && tr.untrusted(p, st, unix.S_IFREG) == nil
+	return err == nil && unix.Stat(p, st) == nil && untrusted(p, st, unix.S_IFREG, tr.uid) == nil
 }
