@@ -1,24 +1,24 @@
 # augur — build, test, demo.
 #   make          build/libaugur.so and build/augur
-#   make test     every test: test packages, go.mod tidy, C strictness, Go unit
-#                 tests with -race, integration
+#   make test     every test: no tracked build product, test packages, go.mod
+#                 tidy, C strictness, Go unit tests with -race, integration
 #   make demo     a training-style reader with and without the shim
 #   make sim-validate  augur sim against make bench's measured figures
 #   make pgo      the compiler's profile of augur (cmd/augur/default.pgo), made again
 GO      ?= go
 BUILD   := build
 TAGS    := netgo,osusergo
-CSRC    := $(wildcard intercept*.c)
-CHDR    := $(wildcard intercept*.h)
+CSRC    := intercept.c $(wildcard preload/*.c)
+CHDR    := $(wildcard preload/*.h)
 GOSRC   := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CWARN   := -Wall -Wextra -Werror
-# Go's build cache does not see a change of ../intercept.h in the cgo
+# Go's build cache does not see a change of preload/segment.h in the cgo
 # packages that include it, and kept building them with the old layout of
 # the shared segment: the headers' hash in CGO_CFLAGS is part of every cgo
 # build's identity.
 export CGO_CFLAGS := -O2 -g -DAUGUR_HEADERS=$(shell cat $(CHDR) | sha1sum | cut -c1-16)
 
-.PHONY: all build test unit cstrict integration deps tidy demo clean bench-shim
+.PHONY: all build test products unit cstrict integration deps tidy demo clean bench-shim
 all: build
 build: $(BUILD)/libaugur.so $(BUILD)/libaugur-go.so $(BUILD)/augur
 
@@ -60,7 +60,15 @@ unit: deps
 integration: build deps
 	$(GO) test -count=1 -timeout 20m ./test/
 
-test: deps tidy cstrict unit integration
+test: products deps tidy cstrict unit integration
+
+# No build product is tracked in git: an ELF file (executable, shared
+# library, object), whatever its name, or a .so, .o, .a or .test.
+products:
+	@bad=$$( { git ls-files '*.so' '*.o' '*.a' '*.test'; \
+	  git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] && \
+	    [ "$$(head -c 4 "$$f" | od -An -tx1 | tr -d " \n")" = 7f454c46 ] && echo "$$f"; done' _; } | sort -u); \
+	if [ -n "$$bad" ]; then echo "build products are tracked in git (git rm --cached them):"; echo "$$bad"; exit 1; fi
 
 demo: build
 	bench/demo.sh

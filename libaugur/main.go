@@ -1,6 +1,6 @@
 // Command libaugur is built with -buildmode=c-shared into libaugur-go.so,
 // the Go half of augur. Users preload libaugur.so, the data plane
-// (intercept*.c, plain C); it loads this library only in a process that
+// (intercept.c and preload/, plain C); it loads this library only in a process that
 // finds no live leader with a published configuration (intercept.c,
 // load_control_plane). Here the configuration is read and handed to the
 // data plane, and the one process that wins the job's leader lock runs
@@ -11,7 +11,7 @@ package main
 #cgo CFLAGS: -O2 -Wall -Wextra -Werror -fno-strict-aliasing -I${SRCDIR}/..
 #cgo LDFLAGS: -Wl,--unresolved-symbols=ignore-all
 #include <stdlib.h>
-#include "intercept.h"
+#include "preload/segment.h"
 const char *augur_job(void);
 int augur_disabled(void);
 int augur_add_root(const char *path);

@@ -2,7 +2,7 @@ package shim
 
 /*
 #include <linux/futex.h>
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 

@@ -191,7 +191,7 @@ func (r *reactive) onRequest(ev Event) {
 }
 
 // requestWait bounds how long a requested copy waits for a turn of the
-// pool: as long as the reader waits (REQUEST_WAIT_NS in intercept.c).
+// pool: as long as the reader waits (REQUEST_WAIT_NS in preload/waits.c).
 const requestWait = 30 * time.Second
 
 // copyNow makes the copy a reader waits for, at once and beside the
@@ -272,7 +272,7 @@ func openWaited(path string, probe bool) (*tiering.Source, error) {
 // once: off the reader's way, where a tee would have the reader write
 // every byte into memory once more, 1.02-1.04x no augur's time against
 // 0.98-1.02x in make bench's R1 with a page cache), their tee
-// (intercept_tee.c) where it does not. A wait costs the reader the leader's
+// (preload/tee.c) where it does not. A wait costs the reader the leader's
 // hand-offs (0.15-0.3 ms a file here: make bench's R1, 128 KiB files,
 // 1.04-1.06x no augur's time when readers waited), and wins only where
 // the copy, read in parallel parts, beats the client's own requests one

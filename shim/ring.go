@@ -1,7 +1,7 @@
 package shim
 
 /*
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 

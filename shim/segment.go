@@ -1,7 +1,7 @@
 package shim
 
 /*
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 
@@ -24,7 +24,7 @@ import (
 const MaxTiers = C.AUGUR_MAX_TIERS
 
 // SegmentDir holds the jobs' state; the data plane finds it at the same
-// paths (intercept.c, job_dir).
+// paths (preload/job.c, job_dir).
 const SegmentDir = "/dev/shm"
 
 // A job's state is a directory of its own, /dev/shm/augur.<uid>.<job>,

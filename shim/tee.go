@@ -1,7 +1,7 @@
 package shim
 
 /*
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 
@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Tees: a first read that makes the copy (intercept_tee.c). Under the
+// Tees: a first read that makes the copy (preload/tee.c). Under the
 // reactive policy a reader that found no copy of a file of at most
 // tee_max bytes, and did not wait for one, writes what its reads return
 // into a file of the job's tee directory; once it has read every byte in

@@ -1,7 +1,7 @@
 package shim
 
 /*
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 
@@ -16,7 +16,7 @@ import (
 
 // Writers inside the job. The data plane registers every descriptor and
 // shared writable mapping through which a process of the job may write a
-// dataset file, and counts them per file (intercept_write.c, struct
+// dataset file, and counts them per file (preload/writers.c, struct
 // augur_writes). The leader never copies a file so held, and discards a
 // copy whose file changed while it was made: writeGuard is the fetch
 // pool's fetchpool.Guard. Registrations of processes that died without
@@ -42,8 +42,8 @@ func (g writeGuard) Begin(path string) (uint64, bool) {
 // no process writes the file and it did not change meanwhile, and takes
 // it back if that is no longer so once it is renamed. It counts itself in
 // the file's publishing while it does, and a change of the file waits,
-// after it has removed the copies, until that count is 0 (intercept.c,
-// await_publishers). All these loads and stores are sequentially
+// after it has removed the copies, until that count is 0
+// (preload/waits.c, augur_await_publishers). All these loads and stores are sequentially
 // consistent (Go's atomics, the data plane's __ATOMIC_SEQ_CST), so a
 // change either moves gen before the check that follows the rename (and
 // this removes the copy before the change returns) or after it: then the

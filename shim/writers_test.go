@@ -17,7 +17,7 @@ func word(p unsafe.Pointer) *uint32 { return (*uint32)(p) }
 // writer and the change generation Begin gave, takes it back when the
 // generation moves during the rename, and counts itself in the file's
 // publishing for exactly as long as it may rename: a change of the file
-// (intercept.c's augur_invalidate_abs) waits on that count after it has
+// (preload/invalidate.c's augur_invalidate_abs) waits on that count after it has
 // removed the copies, so no copy of the old file is in place once it
 // returns.
 func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {

@@ -111,7 +111,7 @@ func holdJob(c *Case, asNobody ...bool) (stop func()) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
-	c.T.Fatalf("job %s: %v did not lead the job with validated tiers within 20s (segment: %v; a library and test built from different intercept.h?)\nstderr:\n%s",
+	c.T.Fatalf("job %s: %v did not lead the job with validated tiers within 20s (segment: %v; a library and test built from different preload/segment.h?)\nstderr:\n%s",
 		job, argv, segErr, errb.String())
 	return nil
 }

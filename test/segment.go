@@ -4,7 +4,7 @@ package test
 // not allowed in _test.go files, so they live here.
 
 /*
-#include "../intercept.h"
+#include "../preload/segment.h"
 */
 import "C"
 

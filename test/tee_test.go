@@ -16,7 +16,7 @@ import (
 // tee must follow or give up on (test/python/tee_readers.py).
 var teeReaders = pyScript("tee_readers.py")
 
-// A first read's tee (intercept_tee.c) makes the copy from the reader's
+// A first read's tee (preload/tee.c) makes the copy from the reader's
 // own bytes where it can follow them, and gives up where it cannot, for
 // CPython's and numpy's readers, over the emulated PFS without a client
 // page cache: whatever the reader does, it consumes the original's bytes,

@@ -22,7 +22,7 @@ var ErrNotCopyable = errors.New("path cannot be tiered")
 // /pfs/ds/cls/a.jpg → <tier>/files/pfs@/ds@/cls@/a.jpg. Marking every
 // directory keeps a source directory from ever matching a copied file, so
 // a read-only open of a directory never lands on a tier directory. It
-// must agree with augur_tier_path in intercept.c.
+// must agree with augur_tier_path in preload/paths.c.
 func CopyPath(tier, source string) (string, error) {
 	dir, leaf, err := copyRel(source)
 	if err != nil {

@@ -541,7 +541,7 @@ func (tr *Tree) rename(tmpfd int, tmp, dir, leaf string) error {
 
 // IdentXattr names the extended attribute holding the device and inode
 // of a copy's source (two little-endian uint64), which the data plane's
-// fstat reports for a descriptor served from the copy (intercept_stat.c).
+// fstat reports for a descriptor served from the copy (preload/stat.c).
 const IdentXattr = "user.augur.src"
 
 // setSourceIdent records the source's identity on the copy. A filesystem

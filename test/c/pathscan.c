@@ -1,5 +1,5 @@
 /*
- * pathscan.c — clean_length (intercept_path.h), which looks at a path 16
+ * pathscan.c — clean_length (preload/pathscan.h), which looks at a path 16
  * bytes at a time, must answer exactly as clean_length_bytes, which looks
  * at one byte at a time, for every path and every place a path can start
  * in memory. The paths are built from the pieces that matter ("/", ".",
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../intercept_path.h"
+#include "../../preload/pathscan.h"
 
 static const char *pieces[] = {"/", "//", "/.", "/..", "/...", "/.h", "/..h",
 			       "/a", "/abcdefg", "/abcdefghijklmno", "/x.", "/x..",

@@ -1,5 +1,5 @@
 """Reads each file named on the command line once, in one of the ways a
-first read's tee must follow or give up on (intercept_tee.c), and prints
+first read's tee must follow or give up on (preload/tee.c), and prints
 "NAME SHA256" of what it consumed.
 
     tee_readers.py KIND FILE...

@@ -1,5 +1,5 @@
 /*
- * intercept.h — the shared-memory ABI between augur's data plane (C, in
+ * segment.h — the shared-memory ABI between augur's data plane (C, in
  * every process of a job) and its control plane (Go, in the job's leader).
  *
  * One segment per job and node lives in /dev/shm/augur.<uid>.<job>/segment,
@@ -11,8 +11,8 @@
  * reader of the ring. Changing any layout here means bumping
  * AUGUR_ABI_VERSION: a process that finds another version passes through.
  */
-#ifndef AUGUR_INTERCEPT_H
-#define AUGUR_INTERCEPT_H
+#ifndef AUGUR_PRELOAD_SEGMENT_H
+#define AUGUR_PRELOAD_SEGMENT_H
 
 #include <stdint.h>
 
@@ -200,7 +200,7 @@ struct augur_pending {
 };
 
 /*
- * A first read's copy (intercept_tee.c, shim/tee.go). A reader that found
+ * A first read's copy (tee.c, shim/tee.go). A reader that found
  * no copy of a file of at most tee_max bytes, and did not wait for one,
  * writes what its reads of the original return into
  * <job directory>/tee/<pid>.<n>: the file's bytes at their offsets, this
@@ -245,7 +245,7 @@ struct augur_config {
 /*
  * Writers inside the job. Every descriptor through which a process of
  * the job may write a dataset file, and every shared writable mapping of
- * one, is registered in slot[] while it exists (intercept_write.c); hold[]
+ * one, is registered in slot[] while it exists (writers.c); hold[]
  * counts them by the FNV-1a hash of the file's path. While a file's count
  * is not zero no copy of it is served, and the leader neither starts nor
  * publishes one. gen is bumped by every change of the file the data plane

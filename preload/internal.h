@@ -1,15 +1,18 @@
 /*
- * intercept_internal.h — declarations shared by the C files of the data
- * plane. Nothing here is seen by Go except through intercept.h and the
- * augur_* functions the Go half (libaugur/main.go) calls at start.
+ * internal.h — what the preload's files share: the real libc symbols and
+ * the one way to call them, the process's state, the descriptor table's
+ * entry, and each file's functions for the others. Nothing here is seen by
+ * Go except through segment.h and the augur_* functions the Go half
+ * (libaugur/main.go) calls at start.
  */
-#ifndef AUGUR_INTERCEPT_INTERNAL_H
-#define AUGUR_INTERCEPT_INTERNAL_H
+#ifndef AUGUR_PRELOAD_INTERNAL_H
+#define AUGUR_PRELOAD_INTERNAL_H
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +25,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "intercept.h"
+#include <limits.h>
+#include <time.h>
+
+#include "segment.h"
 
 #define AUGUR_HIDDEN __attribute__((visibility("hidden")))
 #define AUGUR_EXPORT __attribute__((visibility("default")))
@@ -118,6 +124,60 @@ AUGUR_HIDDEN extern struct augur_real augur_real;
 AUGUR_HIDDEN void augur_resolve(void);
 #define REAL(fn) (augur_real.fn ? augur_real.fn : (augur_resolve(), augur_real.fn))
 
+/* CALL_REAL(fn, fail, args...) is libc's fn(args), or, where libc has no
+ * fn, fail with errno ENOSYS: the one way a wrapper or the core calls a
+ * real symbol it may lack. (fn) is parenthesised so that a libc macro of
+ * the same name (fread_unlocked) is not expanded. */
+#define CALL_REAL(fn, fail, ...) (REAL(fn) ? (augur_real.fn)(__VA_ARGS__) : (errno = ENOSYS, (fail)))
+
+/* The process's state (config.c). Written by Go, or from a live leader's
+ * segment, at start (before cfg is set to AUGUR_CFG_ON, with release
+ * order); read-only afterwards. */
+enum { AUGUR_CFG_PENDING = 0, AUGUR_CFG_ON = 1, AUGUR_CFG_OFF = 2 };
+struct augur_state {
+	int cfg;
+	pid_t pid; /* at load: a forked child keeps its parent's */
+	int nroots;
+	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
+	size_t rootlen[AUGUR_MAX_ROOTS];
+	/* Each root's first component ("pfs" of /pfs/imagenet), for the
+	 * quick rejection of absolute paths elsewhere (paths.c). */
+	char first[AUGUR_MAX_ROOTS][256];
+	size_t firstlen[AUGUR_MAX_ROOTS];
+	int ntiers;
+	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
+	uint8_t sealed[AUGUR_MAX_TIERS];       /* see config.c's sealed() */
+	int every_open; /* compare each copy with its source before serving it */
+	uid_t euid; /* copies are served only if this user owns them */
+	struct augur_segment *seg;
+	char job[64];
+};
+AUGUR_HIDDEN extern struct augur_state augur_st;
+
+/* augur_now_ns is CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t augur_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The job and its state in /dev/shm (job.c). */
+AUGUR_HIDDEN void augur_make_job_id(void);
+/* augur_map_segment maps the job's segment if a live leader has published
+ * the configuration in it, or returns NULL. */
+AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
+
+/* Paths (paths.c). augur_classify turns (dirfd, path) into an absolute,
+ * normal path in abs (PATH_MAX) and says what it is: a file inside a
+ * dataset root, a root or a directory above one, or neither (abs is then
+ * not set). */
+enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
+AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
+/* augur_tier_path writes abs's copy's path in tier t to out; -1 if the
+ * tier is not in use or the path does not fit. */
+AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap);
+
 /* Per-thread guard: set while the shim itself calls libc, so re-entrant
  * calls pass straight through. */
 AUGUR_HIDDEN extern AUGUR_TLS int augur_guard;
@@ -150,7 +210,7 @@ AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
  * augur_write_end with the descriptor opened; otherwise -1. */
 AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs);
 
-/* Descriptor table (intercept.c): one entry per descriptor number below
+/* Descriptor table (fdtable.c): one entry per descriptor number below
  * FD_MAX. The read wrappers test kind inline, so an untracked descriptor
  * costs them one load. */
 #define FD_MAX 65536
@@ -159,7 +219,7 @@ struct fd_entry {
 	uint8_t kind;
 	int8_t tier;
 	uint16_t slot; /* FD_DIR: its path in dirs[]; FD_WRITE: its registration;
-			* FD_FILE: its tee + 1 (intercept_tee.c), 0: none */
+			* FD_FILE: its tee + 1 (tee.c), 0: none */
 	uint32_t gen;  /* publish_gen when a copy was last looked for */
 	union {
 		uint64_t bytes; /* FD_FILE: bytes read through it */
@@ -181,11 +241,18 @@ static inline int augur_fd_tracked(int fd)
 }
 
 /* Descriptor table operations. */
+AUGUR_HIDDEN extern int augur_fd_hwm; /* highest descriptor ever tracked + 1 */
+AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs);
+AUGUR_HIDDEN void augur_fd_track_dir(int fd, const char *abs);
+AUGUR_HIDDEN const char *augur_fd_dir_path(int fd);
+AUGUR_HIDDEN int augur_fd_after_fork(void);
+/* augur_publish_gen is the leader's count of copies published. */
+AUGUR_HIDDEN uint32_t augur_publish_gen(void);
 AUGUR_HIDDEN void augur_migrate(int fd);
 AUGUR_HIDDEN void augur_fd_before_read(int fd);
 /* augur_fd_at_end says whether a read of fd at off (-1: its offset; below
  * -1: a call it does not apply to) is answered end of file without the
- * shared filesystem (intercept.c). */
+ * shared filesystem (fdtable.c). */
 AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off);
 #define AT_END_NEVER ((off_t)-2)
 AUGUR_HIDDEN int augur_fd_tier(int fd);
@@ -197,9 +264,7 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
 /* augur_fd_seen raises the highest descriptor number tracked. */
 AUGUR_HIDDEN void augur_fd_seen(int fd);
 
-/* The job's segment (NULL before the process attached) and this
- * process's pid, kept without a system call. */
-AUGUR_HIDDEN struct augur_segment *augur_seg(void);
+/* This process's pid, kept without a system call (intercept.c). */
 AUGUR_HIDDEN pid_t augur_self_pid(void);
 AUGUR_HIDDEN int augur_vforked(void);
 
@@ -207,10 +272,21 @@ AUGUR_HIDDEN int augur_vforked(void);
 AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s);
 
 /* augur_invalidate_abs drops every tier copy of the dataset file abs and
- * tells the leader. */
+ * tells the leader (invalidate.c). */
 AUGUR_HIDDEN void augur_invalidate_abs(const char *abs);
 
-/* Writers inside the job (intercept_write.c). */
+/* Waits for a copy (waits.c): one in flight, one asked for; a change
+ * waiting for a publication under way. The first two report whether they
+ * waited (look for the copy again). */
+AUGUR_HIDDEN int augur_wait_pending(const char *abs);
+AUGUR_HIDDEN int augur_request_copy(const char *abs);
+AUGUR_HIDDEN void augur_await_publishers(const char *abs);
+
+/* augur_owned_fd says whether fd is of kind (S_IFREG, S_IFDIR), this
+ * user's, and not writable by group or others (serve.c). */
+AUGUR_HIDDEN int augur_owned_fd(int fd, mode_t kind, struct stat *sb);
+
+/* Writers inside the job (writers.c). */
 AUGUR_HIDDEN int augur_write_begin(const char *abs);
 AUGUR_HIDDEN void augur_write_end(int slot, int fd, const char *abs);
 AUGUR_HIDDEN void augur_write_closed(struct fd_entry e, const char *abs);
@@ -232,7 +308,7 @@ AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap);
  * (struct augur_leader.tee_pool). */
 AUGUR_HIDDEN int augur_tee_pool_path(int k, char *out, size_t cap);
 
-/* intercept_tee.c: a first read that makes the copy. */
+/* tee.c: a first read that makes the copy. */
 AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);
 AUGUR_HIDDEN uint64_t augur_tee_enter(int fd);
 AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struct iovec *iov, int cnt, ssize_t n);
@@ -251,7 +327,7 @@ AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs);
  * descriptor served from a tier, and reports whether fd is one. */
 AUGUR_HIDDEN int augur_source_of(int fd, char *out);
 
-/* The original's identity behind a tier descriptor (see intercept.c). */
+/* The original's identity behind a tier descriptor (serve.c). */
 AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino);
 
 /* One message on stderr, once per key, for internal failures. */

@@ -1,5 +1,5 @@
 /*
- * intercept_write.c — writers inside the job. A copy of a dataset file
+ * writers.c — writers inside the job. A copy of a dataset file
  * must never be served while the file can change under it, so every
  * descriptor through which a process of the job may write a dataset file,
  * and every shared writable mapping of one, is registered in the job's
@@ -25,7 +25,7 @@
  * When its last registration goes, its copies are dropped again and it
  * may be copied anew.
  */
-#include "intercept_internal.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -43,7 +43,7 @@ static struct augur_hold *hold_of(struct augur_segment *seg, uint64_t key)
 
 AUGUR_HIDDEN void augur_bump_gen(const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	/* Sequentially consistent, as the load of publishing that follows
 	 * (await_publishers) and the leader's checks: see struct augur_hold. */
 	if (seg)
@@ -52,13 +52,13 @@ AUGUR_HIDDEN void augur_bump_gen(const char *abs)
 
 AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	return seg ? hold_of(seg, augur_fnv1a(abs)) : NULL;
 }
 
 AUGUR_HIDDEN int augur_write_held(const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg || !__atomic_load_n(&seg->writes.active, __ATOMIC_ACQUIRE))
 		return 0;
 	return __atomic_load_n(&hold_of(seg, augur_fnv1a(abs))->writers, __ATOMIC_ACQUIRE) != 0;
@@ -102,13 +102,6 @@ static int claim(struct augur_segment *seg, uint64_t key, int fd, uint64_t dev, 
  * milliseconds of its parent's spawn call. */
 #define LINGER_NS (10ULL * 1000 * 1000 * 1000)
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* remember records the file of the write descriptor in slot s, being
  * closed. A reader may see an entry half written: it then at worst
  * registers a descriptor it need not, or misses one as without it. */
@@ -119,7 +112,7 @@ static void remember(struct augur_segment *seg, struct augur_writer *s)
 	r->dev = s->dev;
 	r->ino = s->ino;
 	r->key = s->key;
-	__atomic_store_n(&r->closed_ns, monotonic_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&r->closed_ns, augur_now_ns(), __ATOMIC_RELEASE);
 }
 
 /* release ends a writer of key, in slot n (or NOSLOT), and reports
@@ -155,13 +148,13 @@ static void track(int fd, int n, uint64_t key, const char *abs)
 
 AUGUR_HIDDEN int augur_write_begin(const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	return seg && !augur_vforked() ? claim(seg, augur_fnv1a(abs), -2, 0, 0, 0, 0) : -1;
 }
 
 AUGUR_HIDDEN void augur_write_end(int n, int fd, const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg || n < 0)
 		return;
 	uint64_t key = augur_fnv1a(abs);
@@ -186,14 +179,14 @@ AUGUR_HIDDEN void augur_write_end(int n, int fd, const char *abs)
  * file's copies when it was the file's last writer. */
 AUGUR_HIDDEN void augur_write_closed(struct fd_entry e, const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (seg && release(seg, e.slot, e.key) && abs)
 		augur_invalidate_abs(abs);
 }
 
 AUGUR_HIDDEN void augur_write_dup(int oldfd, int newfd)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg || newfd >= FD_MAX)
 		return;
 	struct fd_entry e = augur_fdtab[oldfd];
@@ -212,7 +205,7 @@ static int my_maps; /* this process's registered mappings */
 
 AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
 		return;
 	struct fd_entry e = augur_fdtab[fd];
@@ -225,7 +218,7 @@ AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len)
  * whole. One partly unmapped keeps its file held until the process ends. */
 AUGUR_HIDDEN void augur_write_unmapped(void *addr, size_t len)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg || !__atomic_load_n(&my_maps, __ATOMIC_RELAXED))
 		return;
 	uint64_t lo = (uintptr_t)addr, hi = lo + len;
@@ -249,7 +242,7 @@ AUGUR_HIDDEN void augur_write_unmapped(void *addr, size_t len)
  * writer again. */
 AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
 		return;
 	for (int fd = 0; fd < hwm; fd++) {
@@ -283,7 +276,7 @@ static int written(struct augur_segment *seg, uint64_t dev, uint64_t ino, uint64
 			return 1;
 		}
 	}
-	uint64_t now = monotonic_ns();
+	uint64_t now = augur_now_ns();
 	for (int i = 0; i < AUGUR_RECENT_WRITES; i++) {
 		struct augur_recent *r = &seg->writes.recent[i];
 		uint64_t t = __atomic_load_n(&r->closed_ns, __ATOMIC_ACQUIRE);
@@ -316,7 +309,7 @@ static char *fd_path(int fd)
  */
 AUGUR_HIDDEN void augur_write_adopt(void)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!seg || (!__atomic_load_n(&seg->writes.active, __ATOMIC_ACQUIRE) &&
 		     !__atomic_load_n(&seg->writes.recent_next, __ATOMIC_ACQUIRE)))
 		return;

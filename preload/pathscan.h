@@ -1,11 +1,11 @@
 /*
- * intercept_path.h — is an absolute path already normal? Asked on every
+ * pathscan.h — is an absolute path already normal? Asked on every
  * open of every process under the shim, so it is fast: 16 bytes at a time.
  * Its own header so that test/c/pathscan.c can hold the vector scan
  * against the byte-by-byte one on every alignment.
  */
-#ifndef AUGUR_INTERCEPT_PATH_H
-#define AUGUR_INTERCEPT_PATH_H
+#ifndef AUGUR_PRELOAD_PATHSCAN_H
+#define AUGUR_PRELOAD_PATHSCAN_H
 
 #include <limits.h>
 #include <stdint.h>

@@ -1,20 +1,17 @@
 /*
- * intercept_read.c — reads, mappings and descriptor lifetime. The choice
+ * read.c — reads, mappings and descriptor lifetime. The choice
  * between a tier copy and the original is made once, at open; these
  * wrappers keep the descriptor table right (dup, close), count the bytes
  * each descriptor delivers, and hand a teeing descriptor's bytes to its
- * tee (intercept_tee.c). They never enter Go and never wait on another
+ * tee (tee.c). They never enter Go and never wait on another
  * process, so they are safe in forked children and before the Go runtime
  * is ready.
  */
-#include "intercept_internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
-
-#define CALL_OR_ENOSYS(fn, ...)                                        \
-	(REAL(fn) ? augur_real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 /* POS, where a read begins for augur_fd_at_end: read()'s -1 (the
  * descriptor's offset), pread's offset when it is valid; AT_END_NEVER for
@@ -25,17 +22,17 @@
 #define AT_END_POS(off) ((off) >= 0 ? (off_t)(off) : AT_END_NEVER)
 
 /* The read family: the real call, then the byte count of a tracked fd,
- * and its bytes to the tee of one that tees (intercept_tee.c): TEE says
+ * and its bytes to the tee of one that tees (tee.c): TEE says
  * where they are, from the call's own arguments and its result n. */
 #define READ_WRAPPER(ret, fn, TEE, POS, fd, ...)                   \
 	{                                                          \
 		if (!augur_fd_tracked(fd))                         \
-			return CALL_OR_ENOSYS(fn, __VA_ARGS__);     \
+			return CALL_REAL(fn, -1, __VA_ARGS__);     \
 		augur_fd_before_read(fd);                          \
 		if (augur_fd_at_end(fd, (POS)))                    \
 			return 0;                                  \
 		uint64_t tee_ = augur_tee_enter(fd);               \
-		ret n = CALL_OR_ENOSYS(fn, __VA_ARGS__);           \
+		ret n = CALL_REAL(fn, -1, __VA_ARGS__);           \
 		augur_fd_account(fd, (ssize_t)n);                  \
 		if (tee_)                                          \
 			TEE;                                       \
@@ -103,12 +100,12 @@ AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
 static ssize_t copy_across(int in, off64_t *inoff, int out, off64_t *outoff, size_t len)
 {
 	if (!outoff)
-		return CALL_OR_ENOSYS(sendfile64, out, in, inoff, len);
+		return CALL_REAL(sendfile64, -1, out, in, inoff, len);
 	char buf[32768];
 	off64_t pos = inoff ? *inoff : lseek64(in, 0, SEEK_CUR);
 	if (pos < 0)
 		return -1;
-	ssize_t n = CALL_OR_ENOSYS(pread64, in, buf, len < sizeof(buf) ? len : sizeof(buf), pos);
+	ssize_t n = CALL_REAL(pread64, -1, in, buf, len < sizeof(buf) ? len : sizeof(buf), pos);
 	if (n <= 0)
 		return n;
 	ssize_t w = pwrite64(out, buf, (size_t)n, *outoff);
@@ -127,7 +124,7 @@ AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *o
 {
 	augur_fd_before_read(in);
 	uint64_t tee_ = augur_tee_enter(in);
-	ssize_t n = CALL_OR_ENOSYS(copy_file_range, in, inoff, out, outoff, len, flags);
+	ssize_t n = CALL_REAL(copy_file_range, -1, in, inoff, out, outoff, len, flags);
 	if (n < 0 && errno == EXDEV && augur_fd_tier(in) >= 0)
 		n = copy_across(in, inoff, out, outoff, len);
 	augur_fd_account(in, n);
@@ -236,19 +233,19 @@ AUGUR_EXPORT int close(int fd)
 {
 	if (fd >= 0 && fd < FD_MAX && augur_fdtab[fd].kind != FD_NONE) /* inline: every close */
 		augur_fd_closed(fd);
-	return CALL_OR_ENOSYS(close, fd);
+	return CALL_REAL(close, -1, fd);
 }
 
 AUGUR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	if (!(flags & CLOSE_RANGE_CLOEXEC))
 		augur_fd_closed_range(first, last);
-	return CALL_OR_ENOSYS(close_range, first, last, flags);
+	return CALL_REAL(close_range, -1, first, last, flags);
 }
 
 AUGUR_EXPORT int dup(int fd)
 {
-	int n = CALL_OR_ENOSYS(dup, fd);
+	int n = CALL_REAL(dup, -1, fd);
 	if (n >= 0)
 		augur_fd_dup(fd, n);
 	return n;
@@ -261,7 +258,7 @@ AUGUR_EXPORT int dup2(int oldfd, int newfd)
 {
 	if (oldfd != newfd)
 		augur_fd_closed(newfd);
-	int n = CALL_OR_ENOSYS(dup2, oldfd, newfd);
+	int n = CALL_REAL(dup2, -1, oldfd, newfd);
 	if (n >= 0 && oldfd != newfd)
 		augur_fd_dup(oldfd, n);
 	return n;
@@ -271,7 +268,7 @@ AUGUR_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	if (oldfd != newfd)
 		augur_fd_closed(newfd);
-	int n = CALL_OR_ENOSYS(dup3, oldfd, newfd, flags);
+	int n = CALL_REAL(dup3, -1, oldfd, newfd, flags);
 	if (n >= 0)
 		augur_fd_dup(oldfd, n);
 	return n;
@@ -279,13 +276,9 @@ AUGUR_EXPORT int dup3(int oldfd, int newfd, int flags)
 
 /* fcntl's third argument is an int or a pointer depending on cmd; glibc
  * itself reads it as a pointer, which carries either on this ABI. */
-static int fcntl_common(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
+static int fcntl_common(int large, int fd, int cmd, void *arg)
 {
-	if (!fn) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = fn(fd, cmd, arg);
+	int r = large ? CALL_REAL(fcntl64, -1, fd, cmd, arg) : CALL_REAL(fcntl, -1, fd, cmd, arg);
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		augur_fd_dup(fd, r);
 	return r;
@@ -297,7 +290,7 @@ AUGUR_EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	return fcntl_common(augur_real.fcntl, fd, cmd, arg);
+	return fcntl_common(0, fd, cmd, arg);
 }
 
 AUGUR_EXPORT int fcntl64(int fd, int cmd, ...)
@@ -306,5 +299,5 @@ AUGUR_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	return fcntl_common(augur_real.fcntl64, fd, cmd, arg);
+	return fcntl_common(1, fd, cmd, arg);
 }

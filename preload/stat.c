@@ -1,5 +1,5 @@
 /*
- * intercept_stat.c — the descriptor-based stat family. A descriptor the
+ * stat.c — the descriptor-based stat family. A descriptor the
  * shim served from a tier describes the copy: same size, mode and times
  * as the original, but another device and inode. These wrappers put the
  * original's identity back (augur_source_ident), so that fstat(fd) and
@@ -8,7 +8,7 @@
  * the pre-2.33 __fxstat family that older binaries reference are here,
  * and the other calls that ask a descriptor about its file's metadata.
  */
-#include "intercept_internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -34,55 +34,35 @@ static int names_fd(const char *path, int flags)
 
 AUGUR_EXPORT int fstat(int fd, struct stat *st)
 {
-	if (!REAL(fstat)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fstat(fd, st);
+	int r = CALL_REAL(fstat, -1, fd, st);
 	FIX_STAT(r, fd, st);
 	return r;
 }
 
 AUGUR_EXPORT int fstat64(int fd, struct stat64 *st)
 {
-	if (!REAL(fstat64)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fstat64(fd, st);
+	int r = CALL_REAL(fstat64, -1, fd, st);
 	FIX_STAT(r, fd, st);
 	return r;
 }
 
 AUGUR_EXPORT int __fxstat(int ver, int fd, struct stat *st)
 {
-	if (!REAL(fxstat)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fxstat(ver, fd, st);
+	int r = CALL_REAL(fxstat, -1, ver, fd, st);
 	FIX_STAT(r, fd, st);
 	return r;
 }
 
 AUGUR_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
 {
-	if (!REAL(fxstat64)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fxstat64(ver, fd, st);
+	int r = CALL_REAL(fxstat64, -1, ver, fd, st);
 	FIX_STAT(r, fd, st);
 	return r;
 }
 
 AUGUR_EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
-	if (!REAL(fstatat)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fstatat(dirfd, path, st, flags);
+	int r = CALL_REAL(fstatat, -1, dirfd, path, st, flags);
 	if (names_fd(path, flags))
 		FIX_STAT(r, dirfd, st);
 	return r;
@@ -90,11 +70,7 @@ AUGUR_EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags
 
 AUGUR_EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
-	if (!REAL(fstatat64)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fstatat64(dirfd, path, st, flags);
+	int r = CALL_REAL(fstatat64, -1, dirfd, path, st, flags);
 	if (names_fd(path, flags))
 		FIX_STAT(r, dirfd, st);
 	return r;
@@ -102,11 +78,7 @@ AUGUR_EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int f
 
 AUGUR_EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
-	if (!REAL(fxstatat)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fxstatat(ver, dirfd, path, st, flags);
+	int r = CALL_REAL(fxstatat, -1, ver, dirfd, path, st, flags);
 	if (names_fd(path, flags))
 		FIX_STAT(r, dirfd, st);
 	return r;
@@ -114,11 +86,7 @@ AUGUR_EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *s
 
 AUGUR_EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
-	if (!REAL(fxstatat64)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.fxstatat64(ver, dirfd, path, st, flags);
+	int r = CALL_REAL(fxstatat64, -1, ver, dirfd, path, st, flags);
 	if (names_fd(path, flags))
 		FIX_STAT(r, dirfd, st);
 	return r;
@@ -126,11 +94,7 @@ AUGUR_EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat6
 
 AUGUR_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *sx)
 {
-	if (!REAL(statx)) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int r = augur_real.statx(dirfd, path, flags, mask, sx);
+	int r = CALL_REAL(statx, -1, dirfd, path, flags, mask, sx);
 	uint64_t dev, ino;
 	if (r == 0 && names_fd(path, flags) && augur_source_ident(dirfd, &dev, &ino)) {
 		sx->stx_dev_major = major(dev);
@@ -156,11 +120,7 @@ AUGUR_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask
 			return bypath(src_, __VA_ARGS__);             \
 		}                                                     \
 		errno = e_;                                           \
-		if (!REAL(fn)) {                                      \
-			errno = ENOSYS;                               \
-			return -1;                                    \
-		}                                                     \
-		return augur_real.fn((fd), __VA_ARGS__);              \
+		return CALL_REAL(fn, -1, (fd), __VA_ARGS__);          \
 	} while (0)
 
 AUGUR_EXPORT ssize_t fgetxattr(int fd, const char *name, void *value, size_t size)

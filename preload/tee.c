@@ -1,5 +1,5 @@
 /*
- * intercept_tee.c — a first read that makes the copy (the reactive
+ * tee.c — a first read that makes the copy (the reactive
  * policy; issue 13).
  *
  * A descriptor of a dataset file served from its original, which found no
@@ -24,7 +24,7 @@
  * nothing here waits or enters Go: a forked child drops its parent's tees
  * (augur_tee_after_fork) and tees its own.
  */
-#include "intercept_internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -108,7 +108,7 @@ static struct tee *locked(int fd)
  * yet to publish this tee's. */
 static void unbind(struct tee *t)
 {
-	uint32_t gen = (uint32_t)__atomic_load_n(&augur_seg()->leader.publish_gen, __ATOMIC_ACQUIRE);
+	uint32_t gen = (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < t->nfds; i++) {
 		struct fd_entry *e = &augur_fdtab[t->fds[i]];
 		if (e->slot == (uint16_t)(t - tees) + 1) {
@@ -130,7 +130,7 @@ static void unlock(struct tee *t)
 
 static struct augur_pending *slot_of(struct tee *t)
 {
-	return &augur_seg()->pending[t->pending];
+	return &augur_st.seg->pending[t->pending];
 }
 
 /* release frees the pending slot (to state s, if the tee still holds it)
@@ -155,7 +155,7 @@ static void abandon(int fd, struct tee *t)
 		augur_real.unlinkat(AT_FDCWD, path, 0);
 	release(t, AUGUR_PENDING_NONE);
 	unbind(t);
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	__atomic_fetch_add(&seg->leader.untee, 1, __ATOMIC_RELAXED);
 	if (abs[0])
 		augur_emit(AUGUR_EV_UNTEED, -1, fd, 0, abs, 0);
@@ -182,7 +182,7 @@ static void mark_end(struct tee *t)
 static void complete(int fd, struct tee *t)
 {
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	if (!abs || !augur_emit(AUGUR_EV_TEED, -1, fd, t->n, abs, 0)) {
 		abandon(fd, t);
 		return;
@@ -246,7 +246,7 @@ static int pooled(struct augur_segment *seg, const char *path)
  */
 AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 {
-	struct augur_segment *seg = augur_seg();
+	struct augur_segment *seg = augur_st.seg;
 	uint64_t max = seg ? __atomic_load_n(&seg->leader.tee_max, __ATOMIC_ACQUIRE) : 0;
 	struct stat sb;
 	if (!max || fd < 0 || fd >= FD_MAX || strlen(abs) >= AUGUR_EVENT_PATH ||

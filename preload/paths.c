@@ -1,0 +1,234 @@
+/*
+ * paths.c — path classification: is (dirfd, path) a file inside a dataset
+ * root, a directory at or above one, or neither (then the call goes
+ * straight to libc)? And where a dataset file's copy lies in a tier. Asked
+ * on every open of every process under the shim, so the common case, an
+ * absolute path elsewhere, is answered after a look at its first
+ * component.
+ */
+#include "internal.h"
+#include "pathscan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+/*
+ * normalize joins base and path and removes ".", empty and ".."
+ * components lexically. It reports through *dotdot whether a ".." was
+ * met, because lexical ".." is only right when no symlink precedes it.
+ * Returns the length, or -1 if the result does not fit.
+ */
+static int normalize(const char *base, const char *path, char *out, int *dotdot)
+{
+	size_t n = 0;
+	const char *parts[2] = {base, path};
+	*dotdot = 0;
+	out[n++] = '/';
+	for (int p = 0; p < 2; p++) {
+		const char *s = parts[p];
+		if (!s)
+			continue;
+		while (*s) {
+			while (*s == '/')
+				s++;
+			const char *e = s;
+			while (*e && *e != '/')
+				e++;
+			size_t len = (size_t)(e - s);
+			if (len == 0 || (len == 1 && s[0] == '.')) {
+				/* skip */
+			} else if (len == 2 && s[0] == '.' && s[1] == '.') {
+				*dotdot = 1;
+				while (n > 1 && out[n - 1] != '/')
+					n--;
+				if (n > 1)
+					n--; /* drop the slash too */
+			} else {
+				if (n > 1) {
+					if (n + 1 >= PATH_MAX)
+						return -1;
+					out[n++] = '/';
+				}
+				if (n + len >= PATH_MAX)
+					return -1;
+				memcpy(out + n, s, len);
+				n += len;
+			}
+			s = e;
+		}
+	}
+	out[n] = 0;
+	return (int)n;
+}
+
+/* classify_abs tells whether abs is inside a dataset root (AUGUR_PATH_FILE), is
+ * a root or one of its ancestors (AUGUR_PATH_ABOVE), or neither. */
+static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len)
+{
+	int cls = AUGUR_PATH_OTHER;
+	for (int i = 0; i < augur_st.nroots; i++) {
+		size_t rl = augur_st.rootlen[i];
+		const char *r = augur_st.roots[i];
+		if (len > rl && memcmp(abs, r, rl) == 0 && abs[rl] == '/')
+			return AUGUR_PATH_FILE;
+		if (rl >= len && memcmp(abs, r, len) == 0 &&
+		    (r[len] == 0 || r[len] == '/' || len == 1))
+			cls = AUGUR_PATH_ABOVE;
+	}
+	return cls;
+}
+
+/* base_of returns the directory a relative path is resolved against, or
+ * NULL when that is a directory fd the shim does not track (then the path
+ * cannot be a dataset path the shim knows about, and it passes through). */
+static const char *base_of(int dirfd, char *cwd)
+{
+	if (dirfd == AT_FDCWD) {
+		if (syscall(SYS_getcwd, cwd, PATH_MAX) < 0)
+			return NULL;
+		return cwd;
+	}
+	return augur_fd_dir_path(dirfd);
+}
+
+/*
+ * first_differs is the fast answer for most paths a program opens: a
+ * normal absolute path (see clean_length) whose first component is the
+ * first component of no root can be under no root and above none. Only a
+ * normal path: "/usr/../data/x" is under a root "/data".
+ */
+static int first_differs(const char *path)
+{
+	const char *p = path + 1;
+	if (*p == 0)
+		return 0; /* "/" is above every root */
+	for (int i = 0; i < augur_st.nroots; i++) {
+		const char *f = augur_st.first[i];
+		size_t n = augur_st.firstlen[i], k = 0; /* a short compare: no call */
+		if (n == 0)
+			return 0;
+		while (k < n && f[k] == p[k])
+			k++;
+		if (k == n && (p[k] == '/' || p[k] == 0))
+			return 0;
+	}
+	return 1;
+}
+
+static int resolve_slow(int dirfd, const char *path, char *abs);
+
+/*
+ * resolve_path turns (dirfd, path) into an absolute, normalised path in abs
+ * and classifies it. A path with ".." under a root is resolved again with
+ * realpath(3) of its parent directory, so that a symlink before the ".."
+ * is followed as the kernel would.
+ */
+static int resolve_path(int dirfd, const char *path, char *abs)
+{
+	if (!path || !*path)
+		return AUGUR_PATH_OTHER;
+	if (path[0] == '/') {
+		int n = clean_length(path);
+		if (n >= 0) {
+			if (first_differs(path))
+				return AUGUR_PATH_OTHER;
+			int cls = classify_abs(path, (size_t)n);
+			if (cls != AUGUR_PATH_OTHER)
+				memcpy(abs, path, (size_t)n + 1);
+			return cls;
+		}
+	}
+	return resolve_slow(dirfd, path, abs);
+}
+
+/* resolve_slow handles relative paths and paths that need normalising,
+ * apart from resolve_path so that the common case does not set up its
+ * buffers. */
+static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs)
+{
+	char cwd[PATH_MAX];
+	const char *base = NULL;
+	int dotdot;
+	if (path[0] != '/') {
+		base = base_of(dirfd, cwd);
+		if (!base)
+			return AUGUR_PATH_OTHER;
+	}
+	int n = normalize(base, path, abs, &dotdot);
+	if (n < 0)
+		return AUGUR_PATH_OTHER;
+	int cls = classify_abs(abs, (size_t)n);
+	if (cls == AUGUR_PATH_OTHER || !dotdot)
+		return cls;
+
+	char joined[PATH_MAX], real[PATH_MAX];
+	int w = snprintf(joined, sizeof(joined), "%s/%s", base ? base : "", path);
+	if (w < 0 || w >= (int)sizeof(joined))
+		return AUGUR_PATH_OTHER;
+	char *slash = strrchr(joined, '/');
+	const char *leaf = slash + 1;
+	*slash = 0;
+	if (!realpath(joined[0] ? joined : "/", real))
+		return AUGUR_PATH_OTHER;
+	if (normalize(real, leaf, abs, &dotdot) < 0)
+		return AUGUR_PATH_OTHER;
+	return classify_abs(abs, strlen(abs));
+}
+
+/*
+ * names_dir says whether path can only name a directory: it ends in a
+ * slash, or its last component is "." or "..". The kernel never opens a
+ * regular file by such a name ("a.bin/" is ENOTDIR), but normalising
+ * drops that information, so augur_classify makes such a path a directory the
+ * shim tracks, never a file it serves from a copy.
+ */
+static int names_dir(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 0 && path[n - 1] == '/')
+		return 1;
+	const char *last = strrchr(path, '/');
+	last = last ? last + 1 : path;
+	return strcmp(last, ".") == 0 || strcmp(last, "..") == 0;
+}
+
+AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs)
+{
+	int cls = resolve_path(dirfd, path, abs);
+	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
+}
+
+/*
+ * tier_path maps an absolute source path to its copy in tier t:
+ * <tier>/files/<dir>@/<dir>@/<name>. The '@' on every directory component
+ * keeps a directory of the source from ever matching a copied file, so a
+ * read-only open of a dataset directory never lands on a tier directory.
+ * Files whose name ends in '@' are never copied (see tiering.CopyPath).
+ */
+AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
+{
+	size_t n = strlen(augur_st.tiers[t]);
+	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
+		return -1;
+	memcpy(out, augur_st.tiers[t], n);
+	memcpy(out + n, "/files", 6);
+	n += 6;
+	const char *s = abs;
+	while (*s) {
+		const char *e = strchr(s + 1, '/');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		if (n + len + 2 >= cap)
+			return -1;
+		memcpy(out + n, s, len);
+		n += len;
+		if (e)
+			out[n++] = '@';
+		else if (len > 1 && s[len - 1] == '@')
+			return -1;
+		s += len;
+	}
+	out[n] = 0;
+	return (int)n;
+}
+
