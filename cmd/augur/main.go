@@ -47,7 +47,7 @@ commands:
         simulate the job's I/O time under each policy, 4 to 1024 nodes (see docs/sim.md)
 
 warm and plan show their progress on stderr unless --quiet. Configuration comes
-from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables; see README.md.
+from AUGUR_CONFIG (a TOML file) and the AUGUR_* variables; see docs/configuration.md.
 `
 
 func main() {
