@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -576,19 +575,6 @@ func Campaign(cfg *Config, seg *Segment, log zerolog.Logger, interval time.Durat
 		}
 		time.Sleep(interval)
 	}
-}
-
-// RootForms is what the data plane matches paths against: every root as
-// given and, when it differs, with its symlinks resolved.
-func (c *Config) RootForms() []string {
-	var forms []string
-	for _, r := range c.Roots {
-		forms = append(forms, r)
-		if real, err := filepath.EvalSymlinks(r); err == nil && real != r {
-			forms = append(forms, real)
-		}
-	}
-	return forms
 }
 
 // Revalidation: the data plane serves copies without touching the shared
