@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 )
 
@@ -36,7 +37,7 @@ import (
 // copied on first read, as the reactive policy does.
 type clairvoyant struct {
 	l       *Leader
-	pred    *Prediction // the configuration's; pred.Cat is the root's walk
+	pred    *placement.Prediction // the configuration's; pred.Cat is the root's walk
 	cat     *seed.Catalog
 	pool    *fetchpool.Pool
 	react   *reactive // what no cursor predicts; shares the pool
@@ -48,7 +49,7 @@ type clairvoyant struct {
 
 	mu          sync.Mutex // guards everything below
 	stage       int64      // staging budget in tier 0 (grows with the loaders' spread: growStage)
-	sizes       []int64    // per catalog file; unknownSize until stat'ed
+	sizes       []int64    // per catalog file; UnknownSize until stat'ed
 	where       []int8     // per file: tier holding a copy, -1 none (set by setWhere)
 	tierFiles   []uint64   // per tier: files where says it holds
 	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
@@ -63,7 +64,7 @@ type clairvoyant struct {
 	datasets    map[string]*seed.Dataset // candidates listed so far; nil: not a dataset
 	cursors     []*cursor
 	streams     map[streamID]*stream
-	place       *placer // over the cursors' reads, by catalog file; rebuilt when they change
+	place       *placement.Placer // over the cursors' reads, by catalog file; rebuilt when they change
 	measuring   bool
 	acc         hits            // of all opens of dataset files
 	warned      map[string]bool // directories whose streams nothing explained, said once
@@ -85,12 +86,12 @@ const (
 // placed. It touches nothing of l but its configuration and segment, so
 // it may run beside l's run goroutine.
 func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
-	pred, err := Predict(l.cfg, nil)
+	pred, err := placement.Predict(l.cfg.Roots, l.cfg.Seed, l.cfg.Access, nil)
 	if err != nil {
 		return nil, err
 	}
 	a := l.cfg.Access
-	stage, horizon := placeParams(a, caps)
+	stage, horizon := placement.Params(a, caps)
 	n := pred.Cat.NumFiles()
 	c := &clairvoyant{l: l, pred: pred, cat: pred.Cat, stage: stage, caps: caps, horizon: horizon,
 		epochs: a.Epochs, quit: make(chan struct{}), learn: make(chan learnReq, 64),
@@ -98,7 +99,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]stagedFor{}, opens: map[[2]int]seed.FileID{},
 		datasets: map[string]*seed.Dataset{}, streams: map[streamID]*stream{}, warned: map[string]bool{}}
 	for i := range c.sizes {
-		c.sizes[i], c.where[i] = unknownSize, -1
+		c.sizes[i], c.where[i] = placement.UnknownSize, -1
 	}
 	if pred.DS != nil {
 		c.datasets[""] = pred.DS

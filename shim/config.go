@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/augur-hpc/augur/peers"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/tiering"
 )
@@ -34,7 +35,7 @@ type Config struct {
 	// WaitMax is the largest file whose first reader waits for its copy
 	// under the reactive policy (0: none waits; see reactive).
 	WaitMax int64
-	Access  Access
+	Access  placement.Access
 	// Peers is the job's membership across nodes (package peers); a job
 	// of one node has none.
 	Peers peers.Config
@@ -66,34 +67,6 @@ type tierSpec struct {
 	where string
 }
 
-// Access is how the training job reads the dataset: what the clairvoyant
-// policy reproduces (see package seed).
-type Access struct {
-	Sampler      string // distributed, random, sequential, numpy, numpy-legacy, file:<path>
-	Layout       string // imagefolder, flat, list:<file>
-	Epochs       int    // 0: unknown; placement then looks DefaultHorizon epochs ahead
-	BatchSize    int
-	DropLast     bool
-	Shuffle      bool
-	WorldSize    int    // ranks in the job
-	RanksPerNode int    // ranks on each node
-	NodeRank     int    // this node's index: its ranks are NodeRank*RanksPerNode + local rank
-	Torch        string // PyTorch version the job runs ("" = before 2.6)
-	Lookahead    int    // files prefetched ahead of each rank
-	Stage        int64  // bytes of the RAM tier for staged files (read once, then dropped)
-}
-
-// DefaultWaitMax is the reactive policy's wait_max: the largest file whose
-// first reader waits for the copy instead of reading the original beside
-// it. Waiting costs a reader that reads all of a file nothing (the copy
-// is the read it would make), and one that reads a small part of it the
-// rest of the file: up to 8 MiB, some 40 ms at 200 MB/s.
-const DefaultWaitMax = 8 << 20
-
-// DefaultHorizon is how many epochs placement considers when the job's
-// epoch count is not configured.
-const DefaultHorizon = 10
-
 // Policies the control plane knows.
 var Policies = []string{"static", "reactive", "clairvoyant"}
 
@@ -113,8 +86,8 @@ func (e *ConfigError) Error() string {
 
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
-	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, WaitMax: DefaultWaitMax,
-		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
+	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, WaitMax: placement.DefaultWaitMax,
+		Access: placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
 			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}, Peers: peers.Defaults()}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {
 		if err := c.readFile(path); err != nil {

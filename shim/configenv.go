@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/augur-hpc/augur/placement"
 )
 
 func (c *Config) applyEnv() error {
@@ -37,7 +39,7 @@ func (c *Config) applyEnv() error {
 		}
 		c.Seed = s
 	}
-	if err := c.Access.applyEnv(); err != nil {
+	if err := applyAccessEnv(&c.Access); err != nil {
 		return err
 	}
 	if v := os.Getenv("AUGUR_REVALIDATE"); v != "" {
@@ -79,9 +81,9 @@ func peerEnv(key string) string {
 // JobMadeVar holds the AUGUR_JOB augur made up, when it did.
 const JobMadeVar = "AUGUR_JOB_MADE"
 
-// applyEnv takes the AUGUR_* access variables and the world layout that
+// applyAccessEnv takes the AUGUR_* access variables and the world layout that
 // torchrun or SLURM publish (explicit AUGUR_ variables win).
-func (a *Access) applyEnv() error {
+func applyAccessEnv(a *placement.Access) error {
 	strs := map[string]*string{"AUGUR_SAMPLER": &a.Sampler, "AUGUR_LAYOUT": &a.Layout, "AUGUR_TORCH_VERSION": &a.Torch}
 	for k, dst := range strs {
 		if v := os.Getenv(k); v != "" {

@@ -6,6 +6,7 @@
 package shim
 
 import (
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 )
 
@@ -14,9 +15,9 @@ type cursor struct {
 	ds         *seed.Dataset
 	key        cursorKey
 	sampler    seed.Sampler
-	perms      *perms // the node's shared permutations
-	epoch, pos int    // next expected access
-	aEpoch     int    // prefetch pointer: next file to consider
+	perms      *placement.Perms // the node's shared permutations
+	epoch, pos int              // next expected access
+	aEpoch     int              // prefetch pointer: next file to consider
 	aPos       int
 	synced     bool
 	reader     *stream            // the stream that read it last
@@ -43,10 +44,10 @@ type cursorKey struct {
 // toldCursor follows a configured sampler other than a DistributedSampler
 // (random, numpy, an order file): it is taken as told.
 func (c *clairvoyant) toldCursor(rank int) *cursor {
-	return newCursor(c.pred.DS, cursorKey{rank: rank}, c.pred.sampler(rank), &c.pred.perms)
+	return newCursor(c.pred.DS, cursorKey{rank: rank}, c.pred.Sampler(rank), c.pred.Perms())
 }
 
-func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler, ps *perms) *cursor {
+func newCursor(ds *seed.Dataset, key cursorKey, s seed.Sampler, ps *placement.Perms) *cursor {
 	return &cursor{ds: ds, key: key, sampler: s, perms: ps, window: minWindow, orders: map[int]seed.Order{}}
 }
 
@@ -79,7 +80,7 @@ func (c *clairvoyant) addCursor(ds *seed.Dataset, f seed.Found, learned bool) *c
 	if err != nil {
 		return nil
 	}
-	cur := newCursor(ds, key, s, &c.pred.perms)
+	cur := newCursor(ds, key, s, c.pred.Perms())
 	cur.learned, cur.found = learned, f
 	if learned {
 		cur.epoch, cur.pos, cur.synced = f.Epoch, f.Last+1, true
@@ -127,7 +128,7 @@ func (cur *cursor) order(epoch int) seed.Order {
 			delete(cur.orders, e)
 		}
 	}
-	o := cur.perms.orderOf(cur.sampler, epoch, cur.ds.Len())
+	o := cur.perms.OrderOf(cur.sampler, epoch, cur.ds.Len())
 	cur.orders[epoch] = o
 	return o
 }

@@ -9,6 +9,7 @@ package shim
 import (
 	"slices"
 
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 	"github.com/augur-hpc/augur/tiering"
 )
@@ -24,13 +25,13 @@ func (c *clairvoyant) startMeasuring() {
 		return
 	}
 	c.measuring = true
-	order := slices.Clone(c.place.ranking)
-	for i, k := range c.place.pos {
-		if k < 0 {
+	order := slices.Clone(c.place.Ranking())
+	for i := range c.place.Tier {
+		if c.place.Rank(i) < 0 {
 			order = append(order, int32(i))
 		}
 	}
-	go measure(func(i int) string { return c.cat.Path(seed.FileID(i)) }, order, c.quit, c.measured)
+	go placement.Measure(func(i int) string { return c.cat.Path(seed.FileID(i)) }, order, c.quit, c.measured)
 }
 
 // measured records the size of file i and whether a tier already holds
@@ -47,7 +48,7 @@ func (c *clairvoyant) measured(i int, size int64) {
 	c.sized++
 	c.sizedBytes += max(size, 0)
 	setU64(&c.l.seg.s.leader.sized, c.sized)
-	if c.place != nil && (c.place.advance(c.sizes) > 0 || c.place.pos[i] < 0) {
+	if c.place != nil && (c.place.Advance(c.sizes) > 0 || c.place.Rank(i) < 0) {
 		c.pumpAll()
 	}
 }
@@ -60,7 +61,7 @@ func (c *clairvoyant) replan() { c.plan(false) }
 
 // resize places the files again in tiers whose room changed (a grown
 // staging budget), keeping, among files read equally often, the copies
-// the tiers hold (placer.keep). What is known of the reads did not
+// the tiers hold (Placer.Keep). What is known of the reads did not
 // change, so neither should the choice among equals; made afresh, the
 // ties go by first access from the moment of the plan, and a node that
 // reads every file once an epoch chose other files than the plan before
@@ -78,20 +79,20 @@ func (c *clairvoyant) resize() { c.plan(true) }
 func (c *clairvoyant) plan(keep bool) {
 	caps := slices.Clone(c.caps)
 	c.place = nil // collectable while its successor is built
-	c.place = newPlacer(c.cat.NumFiles(), caps, c.horizon, func(e int) []readSeq {
-		var seqs []readSeq
+	c.place = placement.NewPlacer(c.cat.NumFiles(), caps, c.horizon, func(e int) []placement.ReadSeq {
+		var seqs []placement.ReadSeq
 		for _, cur := range c.cursors {
 			if c.epochs > 0 && cur.epoch+e >= c.epochs {
 				continue
 			}
 			// Not cur.order: the horizon's epochs pass through once.
-			seqs = append(seqs, readSeq{order: cur.perms.orderOf(cur.sampler, cur.epoch+e, cur.ds.Len()),
-				file: func(idx int) int { return int(cur.ds.File(idx)) }})
+			seqs = append(seqs, placement.ReadSeq{Order: cur.perms.OrderOf(cur.sampler, cur.epoch+e, cur.ds.Len()),
+				File: func(idx int) int { return int(cur.ds.File(idx)) }})
 		}
 		return seqs
 	})
 	if keep {
-		c.place.keep(func(f int32) int {
+		c.place.Keep(func(f int32) int {
 			if _, staged := c.staged[seed.FileID(f)]; staged {
 				return -1 // staged copies are dropped once read
 			}
@@ -99,9 +100,9 @@ func (c *clairvoyant) plan(keep bool) {
 		}, len(caps))
 	}
 	if c.hold != nil {
-		c.place.prefer(c.mine)
+		c.place.Prefer(c.mine)
 	}
-	c.place.advance(c.sizes)
+	c.place.Advance(c.sizes)
 	c.orphans = c.orphans[:0]
 	for f, t := range c.where {
 		if _, staged := c.staged[seed.FileID(f)]; t >= 0 && !staged && c.place.Tier[f] != t {
@@ -115,10 +116,10 @@ func (c *clairvoyant) plan(keep bool) {
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) settled(f seed.FileID) bool {
-	if k := c.place.pos[f]; k >= 0 {
-		return int(k) < c.place.next
+	if k := c.place.Rank(int(f)); k >= 0 {
+		return k < c.place.Placed()
 	}
-	return c.sizes[f] != unknownSize
+	return c.sizes[f] != placement.UnknownSize
 }
 
 // growStage widens the staging budget, when the configuration does not
@@ -128,7 +129,7 @@ func (c *clairvoyant) settled(f seed.FileID) bool {
 // readers were seen apart) is that many files, and the prefetch pointer
 // must stage that far ahead of the earliest one not read. Only the files
 // the placement keeps in no tier are staged: the window's share of them
-// (placer.staged) is what the budget must hold. (Counting the whole
+// (Placer.Staged) is what the budget must hold. (Counting the whole
 // window put half of S3's RAM tier into staging, and the placement lost
 // the rest: each later epoch read it from the shared filesystem again.)
 // An eighth of the first tier holds that for ordinary loaders on
@@ -153,13 +154,13 @@ func (c *clairvoyant) growStage() {
 			files += cur.window
 		}
 	}
-	need := int64(float64(files) * c.place.staged() * float64(c.sizedBytes/int64(c.sized)))
+	need := int64(float64(files) * c.place.Staged() * float64(c.sizedBytes/int64(c.sized)))
 	if need <= c.stage {
 		return
 	}
 	stage := min(max(need, 2*c.stage), first/2)
 	c.l.log.Info().Msgf("staging budget %s -> %s: the loaders hold up to %d files in flight, %.0f%% of them staged",
-		FormatSize(c.stage), FormatSize(stage), files, 100*c.place.staged())
+		FormatSize(c.stage), FormatSize(stage), files, 100*c.place.Staged())
 	c.caps[0] -= stage - c.stage
 	c.stage = stage
 	setU64(&c.l.seg.s.leader.stage_budget, uint64(stage))

@@ -1,4 +1,4 @@
-package shim
+package placement
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // root listed as the layout lists it, and the samplers of this node's
 // ranks (package seed reproduces them bit for bit). augur plan shows it;
 // the clairvoyant policy starts from it, and learns from the job where the
-// job reads otherwise (learn.go).
+// job reads otherwise (shim/learn.go).
 type Prediction struct {
 	Root  string
 	Cat   *seed.Catalog // the root's walk: every directory a dataset could be
@@ -26,20 +26,20 @@ type Prediction struct {
 	spec     seed.Spec            // the samplers', but for the rank
 	mu       sync.Mutex           // guards samplers
 	samplers map[int]seed.Sampler // by global rank
-	perms    perms
+	perms    Perms
 }
 
-// Predict walks the dataset as the training script would list it and
-// prepares the sampler of each of this node's ranks. listed, when not
-// nil, is told of the directory entries listed so far. A root that is
-// no dataset of the layout itself (its datasets are below it) gives a
+// Predict walks the dataset root (the configuration's roots: exactly
+// one) as the training script would list it and prepares the sampler,
+// drawing from jobSeed, of each of this node's ranks. listed, when not nil,
+// is told of the directory entries listed so far. A root that is no
+// dataset of the layout itself (its datasets are below it) gives a
 // Prediction without DS, and the reason in Why.
-func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
-	if len(cfg.Roots) != 1 {
-		return nil, fmt.Errorf("the clairvoyant policy needs exactly one dataset root, not %d", len(cfg.Roots))
+func Predict(roots []string, jobSeed int64, a Access, listed func(n int)) (*Prediction, error) {
+	if len(roots) != 1 {
+		return nil, fmt.Errorf("the clairvoyant policy needs exactly one dataset root, not %d", len(roots))
 	}
-	a := cfg.Access
-	root := cfg.Roots[0]
+	root := roots[0]
 	cat, err := catalog(root, a.Layout, listed)
 	if err != nil {
 		return nil, fmt.Errorf("dataset layout: %w", err)
@@ -54,7 +54,7 @@ func Predict(cfg *Config, listed func(n int)) (*Prediction, error) {
 	if p.DS, p.Why = cat.Dataset(""); p.Why != nil {
 		return p, nil
 	}
-	p.spec = seed.Spec{Sampler: a.Sampler, Len: p.DS.Len(), Seed: cfg.Seed, Replicas: a.WorldSize,
+	p.spec = seed.Spec{Sampler: a.Sampler, Len: p.DS.Len(), Seed: jobSeed, Replicas: a.WorldSize,
 		NoShuffle: !a.Shuffle, DropLast: a.DropLast, BatchSize: a.BatchSize, Torch: a.Torch,
 		Layout: p.DS.Rels(), Root: root}
 	if !strings.HasPrefix(a.Sampler, seed.KindFilePrefix) {
@@ -110,19 +110,23 @@ func (p *Prediction) AddRank(g int) error {
 // Reads is the order of dataset indices rank reads in epoch; nil for a
 // rank not predicted.
 func (p *Prediction) Reads(rank, epoch int) seed.Order {
-	s := p.sampler(rank)
+	s := p.Sampler(rank)
 	if s == nil {
 		return nil
 	}
-	return p.perms.orderOf(s, epoch, p.Len())
+	return p.perms.OrderOf(s, epoch, p.Len())
 }
 
-// sampler is global rank's sampler, nil if it is not predicted.
-func (p *Prediction) sampler(rank int) seed.Sampler {
+// Sampler is global rank's sampler, nil if it is not predicted.
+func (p *Prediction) Sampler(rank int) seed.Sampler {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.samplers[rank]
 }
+
+// Perms is the permutations the node's orders share: a cursor that
+// follows one of p's datasets draws its epochs through it too.
+func (p *Prediction) Perms() *Perms { return &p.perms }
 
 // Order is Reads as a list.
 func (p *Prediction) Order(rank, epoch int) []int {
@@ -148,8 +152,8 @@ func (p *Prediction) Path(i int) string { return p.Cat.Path(p.DS.File(i)) }
 // round trip to the shared filesystem, which serves many at once.
 const statters = 64
 
-// unknownSize marks a file not stat'ed yet; -1 is one that cannot be.
-const unknownSize = -2
+// UnknownSize marks a file not stat'ed yet; -1 is one that cannot be.
+const UnknownSize = -2
 
 // Sizes stats every file of the dataset (in parallel: each is a metadata
 // round trip to the shared filesystem). A file that cannot be stat'ed
@@ -161,7 +165,7 @@ func (p *Prediction) Sizes(stated func(n int)) []int64 {
 		all[i] = int32(i)
 	}
 	sizes := make([]int64, len(all))
-	measure(p.Path, all, nil, func(i int, size int64) {
+	Measure(p.Path, all, nil, func(i int, size int64) {
 		sizes[i] = size
 		if stated != nil {
 			stated(1)
@@ -170,11 +174,11 @@ func (p *Prediction) Sizes(stated func(n int)) []int64 {
 	return sizes
 }
 
-// measure stats the files path(i) of idx, statters at a time and roughly
+// Measure stats the files path(i) of idx, statters at a time and roughly
 // in that order, and hands each size (-1: cannot be stat'ed) to got, from
 // the stat workers. It returns when all are done, or soon after quit
 // closes.
-func measure(path func(int) string, idx []int32, quit <-chan struct{}, got func(i int, size int64)) {
+func Measure(path func(int) string, idx []int32, quit <-chan struct{}, got func(i int, size int64)) {
 	work := make(chan int, statters)
 	var wg sync.WaitGroup
 	for w := 0; w < statters; w++ {
@@ -218,26 +222,26 @@ type Placement struct {
 // first goes first, so the files epoch 1 needs first are placed first.
 func (p *Prediction) Place(horizon int, sizes []int64, capacities []int64) Placement {
 	pp := p.placer(horizon, capacities)
-	pp.advance(sizes)
+	pp.Advance(sizes)
 	return pp.Placement
 }
 
-func (p *Prediction) placer(horizon int, capacities []int64) *placer {
-	return newPlacer(p.Len(), capacities, horizon, func(e int) []readSeq {
-		var seqs []readSeq
+func (p *Prediction) placer(horizon int, capacities []int64) *Placer {
+	return NewPlacer(p.Len(), capacities, horizon, func(e int) []ReadSeq {
+		var seqs []ReadSeq
 		for _, r := range p.Ranks {
-			seqs = append(seqs, readSeq{order: p.Reads(r, e)})
+			seqs = append(seqs, ReadSeq{Order: p.Reads(r, e)})
 		}
 		return seqs
 	})
 }
 
-// placer places the files in ranking order — most often read first,
+// Placer places the files in ranking order — most often read first,
 // equal counts in order of first access — as their sizes become known:
 // a file gets the fastest tier with room once every file ranked before
 // it has been placed, so placing as sizes arrive, in any order, ends
 // where placing with every size known does. It keeps 13 bytes per file.
-type placer struct {
+type Placer struct {
 	Placement
 	capacities []int64
 	ranking    []int32 // the files read, in placement order
@@ -245,10 +249,21 @@ type placer struct {
 	next       int     // ranking[:next] are placed
 }
 
+// Ranking is the files read, in placement order. It is pp's own: the
+// caller must not modify it, and Keep and Prefer replace it.
+func (pp *Placer) Ranking() []int32 { return pp.ranking }
+
+// Rank is file f's place in the ranking, -1 for a file never read.
+func (pp *Placer) Rank(f int) int { return int(pp.pos[f]) }
+
+// Placed is how many files of the ranking are placed: Advance places
+// them in ranking order, up to the first whose size is not known.
+func (pp *Placer) Placed() int { return pp.next }
+
 // clone is a copy of pp, nothing placed yet, whose preferring and
 // placing leave pp as it is (the counts and the ranking they replace are
 // shared).
-func (pp *placer) clone() *placer {
+func (pp *Placer) clone() *Placer {
 	c := *pp
 	c.pos = slices.Clone(pp.pos)
 	c.Tier = slices.Clone(pp.Tier)
@@ -257,17 +272,17 @@ func (pp *placer) clone() *placer {
 	return &c
 }
 
-// readSeq is the files one rank reads in one epoch: its order of dataset
+// ReadSeq is the files one rank reads in one epoch: its order of dataset
 // indices, and the file of each (nil: the index is the file).
-type readSeq struct {
-	order seed.Order
-	file  func(idx int) int
+type ReadSeq struct {
+	Order seed.Order
+	File  func(idx int) int
 }
 
-// newPlacer ranks n files by the reads of horizon epochs, reads(e) being
+// NewPlacer ranks n files by the reads of horizon epochs, reads(e) being
 // the sequences the ranks read in the e-th (from 0).
-func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readSeq) *placer {
-	pp := &placer{capacities: capacities, pos: make([]int32, n),
+func NewPlacer(n int, capacities []int64, horizon int, reads func(e int) []ReadSeq) *Placer {
+	pp := &Placer{capacities: capacities, pos: make([]int32, n),
 		Placement: Placement{Tier: make([]int8, n), Freq: make([]int32, n),
 			Bytes: make([]int64, len(capacities)), Files: make([]int, len(capacities))}}
 	// The ranks read in step: visiting the epochs' positions in order,
@@ -280,7 +295,7 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 		longest := 0
 		lens = lens[:0]
 		for _, s := range seqs {
-			n := s.order.Len()
+			n := s.Order.Len()
 			lens = append(lens, n)
 			longest = max(longest, n)
 			if e == 0 {
@@ -292,9 +307,9 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 				if k >= lens[x] {
 					continue
 				}
-				f := s.order.At(k)
-				if s.file != nil {
-					f = s.file(f)
+				f := s.Order.At(k)
+				if s.File != nil {
+					f = s.File(f)
 				}
 				if pp.Freq[f] == 0 {
 					met = append(met, int32(f))
@@ -313,12 +328,12 @@ func newPlacer(n int, capacities []int64, horizon int, reads func(e int) []readS
 	return pp
 }
 
-// keep ranks, among files read equally often, those a tier already holds
+// Keep ranks, among files read equally often, those a tier already holds
 // first, the fastest tier's first, before anything is placed, so that a
 // plan made again for tiers of another room keeps the copies the last
-// one made (clairvoyant.resize). tier(f) is the tier holding f, or -1;
+// one made (shim's clairvoyant.resize). tier(f) is the tier holding f, or -1;
 // tiers is how many there are. Stable.
-func (pp *placer) keep(tier func(f int32) int, tiers int) {
+func (pp *Placer) Keep(tier func(f int32) int, tiers int) {
 	var most int32
 	for _, f := range pp.ranking {
 		most = max(most, pp.Freq[f])
@@ -349,14 +364,14 @@ func (pp *placer) keep(tier func(f int32) int, tiers int) {
 	}
 }
 
-// prefer puts the files first says at the front of the ranking before
+// Prefer puts the files first says at the front of the ranking before
 // anything is placed: a node of a job of several places the files it
-// holds for the job (holders.go) before any other, so that the nodes'
+// holds for the job (shim/holders.go) before any other, so that the nodes'
 // tiers hold every file once before any twice. Those its own ranks read
 // within the horizon come first, in ranking order, then those it holds
 // for the other nodes only (by file): without them the node would drop,
 // once its own ranks are done with them, copies the others still ask for.
-func (pp *placer) prefer(first func(f int32) bool) {
+func (pp *Placer) Prefer(first func(f int32) bool) {
 	is := make([]bool, len(pp.pos)) // first, asked once a file
 	for f := range is {
 		is[f] = first(int32(f))
@@ -406,10 +421,10 @@ func byFrequency(met []int32, freq []int32) []int32 {
 	return out
 }
 
-// staged is the share of the files read that the placement keeps in no
+// Staged is the share of the files read that the placement keeps in no
 // tier, which are staged for each read; 1 until every file read is
 // placed (the share is not known yet: staging may need all of it).
-func (pp *placer) staged() float64 {
+func (pp *Placer) Staged() float64 {
 	if len(pp.ranking) == 0 || pp.next < len(pp.ranking) {
 		return 1
 	}
@@ -420,13 +435,13 @@ func (pp *placer) staged() float64 {
 	return float64(len(pp.ranking)-kept) / float64(len(pp.ranking))
 }
 
-// advance places the files of the ranking whose sizes are known, up to
+// Advance places the files of the ranking whose sizes are known, up to
 // the first one not stat'ed yet, and reports how many it placed.
-func (pp *placer) advance(sizes []int64) int {
+func (pp *Placer) Advance(sizes []int64) int {
 	from := pp.next
 	for ; pp.next < len(pp.ranking); pp.next++ {
 		i := int(pp.ranking[pp.next])
-		if sizes[i] == unknownSize {
+		if sizes[i] == UnknownSize {
 			break
 		}
 		if sizes[i] < 0 {
@@ -451,13 +466,13 @@ func (pp *placer) advance(sizes []int64) int {
 // call it, so the plan is what the leader does. It returns the placement,
 // the staging budget and the horizon. caps is modified.
 func (p *Prediction) PlaceFor(a Access, sizes, caps []int64) (Placement, int64, int) {
-	stage, horizon := placeParams(a, caps)
+	stage, horizon := Params(a, caps)
 	return p.Place(horizon, sizes, caps), stage, horizon
 }
 
-// placeParams is PlaceFor's staging budget and horizon; it takes the
+// Params is PlaceFor's staging budget and horizon; it takes the
 // budget out of caps[0].
-func placeParams(a Access, caps []int64) (stage int64, horizon int) {
+func Params(a Access, caps []int64) (stage int64, horizon int) {
 	stage = a.Stage
 	if stage == 0 && len(caps) > 0 {
 		stage = caps[0] / 8
