@@ -4,7 +4,6 @@
 package shim
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -55,7 +54,7 @@ func DefaultTiers() []tiering.Tier {
 	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
 		tiers = append(tiers, tiering.Tier{
 			Path:     fmt.Sprintf("/dev/shm/augur-%d", uid),
-			Capacity: MemAvailable() / 4,
+			Capacity: tiering.MemAvailable() / 4,
 		})
 	}
 	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("augur-%d", uid))
@@ -122,24 +121,6 @@ func capacityProblem(t tiering.Tier) string {
 // within says whether p is dir or inside it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
-}
-
-// MemAvailable is the memory the kernel says is available now
-// (/proc/meminfo's MemAvailable), 0 if it does not say.
-func MemAvailable() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var kb int64
-		if n, _ := fmt.Sscanf(sc.Text(), "MemAvailable: %d kB", &kb); n == 1 {
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // freeSpace is the space available to us on the filesystem holding dir
