@@ -1,3 +1,5 @@
+// The epochs' permutations that the orders of a node's ranks share.
+
 package placement
 
 import (

@@ -1,3 +1,7 @@
+// A job of several nodes with peers placed as its leaders place it
+// (PlaceNodes, augur plan --nodes): each node's placement, and what each
+// epoch is expected to read from the shared filesystem and from peers.
+
 package placement
 
 import (

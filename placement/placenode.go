@@ -1,3 +1,9 @@
+// The clairvoyant policy's placement (PlaceNode) and holders' rule
+// (Holders) for callers that have orders and sizes but no walked
+// directory: augur sim (package sim) runs jobs of up to a thousand nodes
+// over synthetic datasets, and must place their files by this code, not
+// a copy of it. PlaceNodes (jobplan.go) does the same for a Prediction.
+
 package placement
 
 import (
@@ -5,12 +11,6 @@ import (
 
 	"github.com/augur-hpc/augur/seed"
 )
-
-// The clairvoyant policy's placement for callers that have orders and
-// sizes but no walked directory: augur sim (package sim) runs jobs of up
-// to a thousand nodes over synthetic datasets, and must place their
-// files by this code, not a copy of it. PlaceNodes does the same for a
-// Prediction.
 
 // PlaceNode places one node's files as the leader of that node does:
 // the staging budget (a.Stage, by default an eighth of the first tier)
