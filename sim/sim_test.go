@@ -113,13 +113,13 @@ func TestPeersReadThePFSAboutOnce(t *testing.T) {
 // two placements share one count of the node's reads). And every read's
 // size is its file's. Of 3 nodes, and of 40, which newJob lays out in
 // groups of several.
-func TestPlacementIsShims(t *testing.T) {
+func TestPlacementIsTheLeaders(t *testing.T) {
 	for _, nodes := range []int{3, 40} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) { testPlacementIsShims(t, nodes) })
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) { testPlacementIsTheLeaders(t, nodes) })
 	}
 }
 
-func testPlacementIsShims(t *testing.T, nodes int) {
+func testPlacementIsTheLeaders(t *testing.T, nodes int) {
 	root := t.TempDir()
 	for i := range 300 {
 		p := filepath.Join(root, fmt.Sprintf("c%d", i%5), fmt.Sprintf("%04d.jpg", i))
