@@ -12,7 +12,7 @@ import (
 // holds a file is the one whose rank reads it first in the job: it reads
 // it from the shared filesystem anyway, so the job's first epoch reads
 // every file once, and its placement keeps the files it reads first
-// before any other (Placer.Prefer), so that the nodes' tiers hold every
+// before any other (placement.Placer.Prefer), so that the nodes' tiers hold every
 // file once before any file twice. Which node runs which rank is the
 // launchers' rule (torchrun and SLURM's block distribution): node i
 // runs ranks i*W/N to (i+1)*W/N-1 of W.
