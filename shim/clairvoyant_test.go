@@ -3,11 +3,13 @@ package shim
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/augur-hpc/augur/fetchpool"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/rs/zerolog"
 )
@@ -25,7 +27,7 @@ func TestPrefetchKeepsRanksInStep(t *testing.T) {
 	seg := testSegment(t, "unit-clairvoyant")
 	cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
 		Tiers: []tiering.Tier{{Path: tierDir, Capacity: 1 << 20, Threads: 1}},
-		Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
+		Access: placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
 			BatchSize: 4, WorldSize: 2, RanksPerNode: 2, Lookahead: 1024}}
 	l, err := Lead(cfg, seg, zerolog.Nop())
 	if err != nil || l == nil {
@@ -89,7 +91,7 @@ type gatedJob struct {
 	done sync.WaitGroup // one per file of the dataset
 }
 
-func newGatedJob(t *testing.T, name, root string, files int, a Access) *gatedJob {
+func newGatedJob(t *testing.T, name, root string, files int, a placement.Access) *gatedJob {
 	t.Helper()
 	a.Sampler, a.Layout, a.Shuffle, a.Epochs, a.WorldSize, a.RanksPerNode, a.Lookahead =
 		"distributed", "imagefolder", true, 1, 1, 1, 1024
@@ -131,7 +133,7 @@ func (g *gatedJob) let() { g.gate <- struct{}{} }
 func TestInFlightWithUnpredictedCopies(t *testing.T) {
 	root := imageFolder(t, 2, 20, 100)
 	other := imageFolder(t, 1, 10, 100) // files no cursor predicts
-	g := newGatedJob(t, "unit-inflight", root, 50, Access{BatchSize: 4})
+	g := newGatedJob(t, "unit-inflight", root, 50, placement.Access{BatchSize: 4})
 	inflight := func() uint64 { return u64(&g.seg.s.leader.inflight) }
 	// One copy waits in its done callback (no longer pending), 39 wait
 	// for the copy thread.
@@ -168,7 +170,7 @@ func TestInFlightWithUnpredictedCopies(t *testing.T) {
 // fell below zero and augur stat showed 16 EiB used.
 func TestStagedAccountsFollowTheCopy(t *testing.T) {
 	root := imageFolder(t, 1, 4, 100)
-	g := newGatedJob(t, "unit-staged", root, 4, Access{BatchSize: 1, Stage: 1 << 20}) // all staged
+	g := newGatedJob(t, "unit-staged", root, 4, placement.Access{BatchSize: 1, Stage: 1 << 20}) // all staged
 	waitCond(t, func() bool { return g.pool.Pending() == 3 }, func() string { return fmt.Sprint(g.pool.Pending(), " pending") })
 	for i := range g.c.pred.Len() { // the three not copied yet shrink; one of them may be copying
 		must(t, os.Truncate(g.c.pred.Path(i), 50))
@@ -213,7 +215,7 @@ func TestStagingGrowsWithTheReadersSpread(t *testing.T) {
 		seg := testSegment(t, fmt.Sprintf("unit-stage-%d", configured))
 		cfg := &Config{Roots: []string{root}, Policy: "static", Seed: 5, Revalidate: time.Minute,
 			Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: 16000, Threads: 1}},
-			Access: Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
+			Access: placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, Epochs: 1,
 				BatchSize: 4, WorldSize: 1, RanksPerNode: 1, Lookahead: 1024, Stage: configured}}
 		l, err := Lead(cfg, seg, zerolog.Nop())
 		if err != nil || l == nil {
@@ -264,4 +266,20 @@ func TestStagingGrowsWithTheReadersSpread(t *testing.T) {
 		check("readers further apart", want)
 		c.mu.Unlock()
 	}
+}
+
+// imageFolder makes classes x per files of size bytes with image names.
+func imageFolder(t *testing.T, classes, per, size int) string {
+	t.Helper()
+	root := t.TempDir()
+	for c := 0; c < classes; c++ {
+		for i := 0; i < per; i++ {
+			p := filepath.Join(root, fmt.Sprintf("c%d", c), fmt.Sprintf("%03d.jpg", i))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augur-hpc/augur/placement"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +96,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Policy != "static" || len(c.Roots) != 0 || len(c.Tiers) == 0 || c.WaitMax != DefaultWaitMax {
+	if c.Policy != "static" || len(c.Roots) != 0 || len(c.Tiers) == 0 || c.WaitMax != placement.DefaultWaitMax {
 		t.Fatalf("defaults: %+v", c)
 	}
 	for _, tier := range c.Tiers {

@@ -6,4 +6,10 @@
 // plane. The first process that takes the job's leader lock (Lead) runs
 // the control plane: it validates the tiers, marks the segment ready so
 // the data plane may serve copies, and consumes the event ring.
+//
+// The clairvoyant policy predicts and places by package placement, which
+// augur plan and augur sim share; this package runs it (clairvoyant.go
+// names the files of its parts). Its cgo files (segment.go, ring.go,
+// stats.go, pending.go, tee.go, writers.go) hold the Go side of the data
+// plane's ABI, which package placement, and so augur sim, never links.
 package shim

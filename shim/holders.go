@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 )
 
@@ -11,7 +12,7 @@ import (
 // holds a file is the one whose rank reads it first in the job: it reads
 // it from the shared filesystem anyway, so the job's first epoch reads
 // every file once, and its placement keeps the files it reads first
-// before any other (placer.prefer), so that the nodes' tiers hold every
+// before any other (placement.Placer.Prefer), so that the nodes' tiers hold every
 // file once before any file twice. Which node runs which rank is the
 // launchers' rule (torchrun and SLURM's block distribution): node i
 // runs ranks i*W/N to (i+1)*W/N-1 of W.
@@ -89,7 +90,7 @@ func (c *clairvoyant) holdFor(cur *cursor) {
 		}
 	}
 	per := w / nodes
-	firstReaders(w, cur.ds.Len(), func(r int) seed.Order { return cur.perms.orderOf(samplers[r], cur.epoch, cur.ds.Len()) },
+	placement.FirstReaders(w, cur.ds.Len(), func(r int) seed.Order { return cur.perms.OrderOf(samplers[r], cur.epoch, cur.ds.Len()) },
 		func(idx, r, k int) {
 			c.hold[cur.ds.File(idx)] = holdAt{node: int16(r / per), by: int16(by), pos: int32(k)}
 		})

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -137,7 +137,7 @@ func Lassen() *Config {
 			{Capacity: 900 * gB, Bandwidth: 4 * gB, Threads: 2},
 		},
 		Prefetch: Prefetch{Stage: 5 * gB, Lookahead: 1024, Pending: 256},
-		Reactive: Reactive{WaitMax: shim.DefaultWaitMax},
+		Reactive: Reactive{WaitMax: placement.DefaultWaitMax},
 		PFS: PFS{Curve: []CurvePoint{{1, 330 * mB}, {2, 730 * mB}, {4, 1540 * mB}, {8, 2870 * mB}},
 			RequestSize: 1 << 20},
 		Net:      Net{Bandwidth: 24000 * mB},

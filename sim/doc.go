@@ -4,9 +4,9 @@
 //
 // Only time is simulated. What each rank reads, in which order, is the
 // DistributedSampler's order as package seed reproduces it bit for bit;
-// which file goes to which tier of which node is shim's clairvoyant
-// placement (shim.PlaceNode, the leader's own placer) and holders' rule
-// (shim.Holders); which node owns a file under the reactive policy with
+// which file goes to which tier of which node is the leader's clairvoyant
+// placement (placement.PlaceNode, the leader's own placer) and holders'
+// rule (placement.Holders); which node owns a file under the reactive policy with
 // peers is peers.Owner. A simulator with its own copy of those would
 // tell nothing about augur's.
 //

@@ -4,8 +4,8 @@ import "math"
 
 // The engine is a discrete-event simulation of the job under one policy.
 // Only time is simulated: which file each rank reads when is seed's
-// sampler order, where a file goes is shim's placement, who holds or owns
-// it is shim's and peers' rule. Actors: each rank's DataLoader workers
+// sampler order, where a file goes is package placement's, who holds or
+// owns it is placement's and peers' rule. Actors: each rank's DataLoader workers
 // (reading a batch file after file), each rank's compute loop (a step per
 // batch, then DDP's barrier across the job), and each node's copy pool
 // (augur's fetchpool: one queue, each tier's threads at once). Shared

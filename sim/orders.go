@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/augur-hpc/augur/peers"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
-	"github.com/augur-hpc/augur/shim"
 )
 
 // job is what every policy's run shares: every rank's reads over the whole
@@ -36,7 +36,7 @@ type job struct {
 	reads []slot
 	nodes []*nodeOrder
 	// holder is, by dataset index, the node that reads the file first in
-	// the job's first epoch (shim.Holders); nil unless a policy with
+	// the job's first epoch (placement.Holders); nil unless a policy with
 	// peers is run.
 	holder []int16
 	// holdPos is where in its rank's order of the first epoch the holder
@@ -45,7 +45,7 @@ type job struct {
 	// owner is, by dataset index, the node that owns the file under
 	// hvac (peers.Owner of its path); nil unless hvac is run.
 	owner []int16
-	stage int64 // the staging budget shim's placement kept out of the first tier
+	stage int64 // the staging budget the placement kept out of the first tier
 	// mem holds the job's large arrays (j.reads, the nodes' lists, the
 	// policies' file state) until the run is done.
 	mem pages
@@ -93,11 +93,11 @@ func (j *job) release(r *runner) {
 // local number) and what the engine asks of them.
 type nodeOrder struct {
 	files []int32
-	// held and owner are each local file's holder (shim.Holders; nil
+	// held and owner are each local file's holder (placement.Holders; nil
 	// without one) and owner (hvac), by local number. (Its size is in
 	// each read of job.reads, and each policy's file state.)
 	held, owner []int16
-	// tier is shim's placement of each local file (-1: staged when read)
+	// tier is the leader's placement of each local file (-1: staged when read)
 	// alone and, with holders, in a job with peers; nil when not run.
 	tier, tierPeers []int8
 }
@@ -128,7 +128,7 @@ func (j *job) rankReads(e, rank int) []slot { return j.reads[e*j.k*j.w+rank:] }
 type slot struct{ f, size int32 }
 
 // localOrder is one rank's order in one epoch over its node's local
-// numbering, as shim's placer reads it (Len and At; Pos is never asked),
+// numbering, as the leader's placer reads it (Len and At; Pos is never asked),
 // in the node's reads (layout's).
 type localOrder struct {
 	reads      []int32
@@ -144,7 +144,7 @@ func (o localOrder) Pos(idx int) int { return -1 }
 
 // newJob draws every epoch's DistributedSampler permutation (package
 // seed, bit-exact with PyTorch), lays out each node's reads, and places
-// the files with shim's planner for the clairvoyant policies asked for.
+// the files with the leader's placer for the clairvoyant policies asked for.
 func newJob(cfg *Config, ds *files) (*job, error) {
 	n := len(ds.sizes)
 	j := &job{cfg: cfg, ds: ds, w: cfg.Nodes * cfg.RanksPerNode}
@@ -183,7 +183,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	go func() {
 		defer side.Done()
 		if want["clairvoyant+peers"] || want["hvac"] {
-			j.holder, j.holdPos = shim.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return samplers[r].View(first) })
+			j.holder, j.holdPos = placement.Holders(j.w, cfg.Nodes, n, func(r int) seed.Order { return samplers[r].View(first) })
 		}
 		if want["hvac"] {
 			j.owner = make([]int16, n)
@@ -196,7 +196,7 @@ func newJob(cfg *Config, ds *files) (*job, error) {
 	for t, tier := range cfg.Tiers {
 		caps[t] = tier.Capacity
 	}
-	a := shim.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
+	a := placement.Access{Epochs: cfg.Epochs, Stage: grownStage(cfg, ds, caps)}
 	j.nodes = make([]*nodeOrder, cfg.Nodes)
 	var gathered pages // gather's reads, until the nodes are laid out
 	defer gathered.free()
@@ -294,11 +294,11 @@ func (j *job) gather(orders func(e int) []seed.Order, p *pages) [][]int32 {
 	return reads
 }
 
-// place is shim's placement of node i's files (no, laid out: its reads
+// place is the leader's placement of node i's files (no, laid out: its reads
 // in its numbering, sizes by local number) for the clairvoyant policies
 // asked for: one for the node alone, one for the node among holders, of
 // one count of its reads. It returns the staging budget the placer kept.
-func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch *[]int64, lists *lists, a shim.Access, caps []int64, want map[string]bool) int64 {
+func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch *[]int64, lists *lists, a placement.Access, caps []int64, want map[string]bool) int64 {
 	var holds []func(f int32) bool
 	if want["clairvoyant"] {
 		holds = append(holds, nil)
@@ -322,7 +322,7 @@ func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch 
 		s64 = append(s64, int64(s))
 	}
 	*scratch = s64
-	pls, stage := shim.PlaceNode(len(no.files), a, caps, s64, orders, holds...)
+	pls, stage := placement.PlaceNode(len(no.files), a, caps, s64, orders, holds...)
 	// Copied into the lists' arena: the placer's arrays are garbage, for
 	// the next node's placer.
 	if want["clairvoyant"] {
@@ -336,7 +336,7 @@ func (j *job) place(i int, no *nodeOrder, reads []int32, sizes []int32, scratch 
 
 // layout numbers a node's files in the order its ranks first read them
 // (slot by slot: positions in step, every rank's at each, epoch after
-// epoch: the order shim's placer meets them in), rewrites its reads,
+// epoch: the order the leader's placer meets them in), rewrites its reads,
 // gather's, in that numbering, and copies each file's holder and owner
 // into the node's order and its size into *sizes (by local number, the
 // caller's until the node's reads are laid out by position).

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/augur-hpc/augur/shim"
+	"github.com/augur-hpc/augur/tiering"
 )
 
 // Result is a simulation's outcome: every policy's epochs.
@@ -54,7 +54,7 @@ func Run(cfg *Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fitsMemory(cfg, len(ds.sizes), shim.MemAvailable()); err != nil {
+	if err := fitsMemory(cfg, len(ds.sizes), tiering.MemAvailable()); err != nil {
 		return nil, err
 	}
 	j, err := newJob(cfg, ds)

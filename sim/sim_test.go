@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
-	"github.com/augur-hpc/augur/shim"
 )
 
 // small is a job where every policy differs: 4 nodes of 2 ranks, tiers
@@ -107,19 +107,19 @@ func TestPeersReadThePFSAboutOnce(t *testing.T) {
 	}
 }
 
-// The placement the simulator runs is shim's: the same as augur plan
+// The placement the simulator runs is the leader's: the same as augur plan
 // --nodes computes for a walked directory (Prediction.PlaceNodes), and
-// for a node alone the same as shim.PlaceNode places it by itself (the
+// for a node alone the same as placement.PlaceNode places it by itself (the
 // two placements share one count of the node's reads). And every read's
 // size is its file's. Of 3 nodes, and of 40, which newJob lays out in
 // groups of several.
-func TestPlacementIsShims(t *testing.T) {
+func TestPlacementIsTheLeaders(t *testing.T) {
 	for _, nodes := range []int{3, 40} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) { testPlacementIsShims(t, nodes) })
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) { testPlacementIsTheLeaders(t, nodes) })
 	}
 }
 
-func testPlacementIsShims(t *testing.T, nodes int) {
+func testPlacementIsTheLeaders(t *testing.T, nodes int) {
 	root := t.TempDir()
 	for i := range 300 {
 		p := filepath.Join(root, fmt.Sprintf("c%d", i%5), fmt.Sprintf("%04d.jpg", i))
@@ -135,8 +135,8 @@ func testPlacementIsShims(t *testing.T, nodes int) {
 	c.Prefetch.Stage = 15_000 // the eighth augur plan assumes (the leader grows it as it sees the loaders)
 	c.Policies = []string{"clairvoyant", "clairvoyant+peers"}
 	j := buildJob(t, c)
-	a := shim.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2 * nodes, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
-	p, err := shim.Predict(&shim.Config{Roots: []string{root}, Seed: 7, Access: a}, nil)
+	a := placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true, WorldSize: 2 * nodes, RanksPerNode: 2, Epochs: 4, Stage: 15_000}
+	p, err := placement.Predict([]string{root}, 7, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +194,9 @@ func testPlacementIsShims(t *testing.T, nodes int) {
 			}
 			return os
 		}
-		alone, _ := shim.PlaceNode(len(no.files), a, []int64{120_000, 90_000}, sizes, reads, nil)
+		alone, _ := placement.PlaceNode(len(no.files), a, []int64{120_000, 90_000}, sizes, reads, nil)
 		if !slices.Equal(alone[0].Tier, no.tier) {
-			t.Fatalf("node %d: the placement alone differs from shim.PlaceNode's by itself", n)
+			t.Fatalf("node %d: the placement alone differs from placement.PlaceNode's by itself", n)
 		}
 	}
 }

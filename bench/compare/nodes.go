@@ -17,6 +17,7 @@ import (
 	"github.com/augur-hpc/augur/bench/dlbench"
 	"github.com/augur-hpc/augur/bench/netlab"
 	"github.com/augur-hpc/augur/bench/pfsemu"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/shim"
 )
 
@@ -298,7 +299,7 @@ func (s *s4) planBytes() (peer, pfs []int64, err error) {
 		return nil, nil, fmt.Errorf("%v: %s", err, stderrOf(err))
 	}
 	var plan struct {
-		Epochs []shim.JobEpoch `json:"epochs"`
+		Epochs []placement.JobEpoch `json:"epochs"`
 	}
 	if err := json.Unmarshal(out, &plan); err != nil {
 		return nil, nil, err

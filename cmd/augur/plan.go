@@ -8,12 +8,13 @@ import (
 	"runtime/debug"
 
 	"github.com/augur-hpc/augur/peers"
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/progress"
 	"github.com/augur-hpc/augur/shim"
 )
 
 // cmdPlan prints, before a job, what the clairvoyant policy will do,
-// from the same code the leader runs: shim.Predict and Prediction.Place.
+// from the same code the leader runs: placement.Predict and Prediction.Place.
 func cmdPlan(args []string) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	var jf jobFlags
@@ -40,7 +41,7 @@ func cmdPlan(args []string) int {
 		}
 	}
 	prog := startProgress("plan: listing the dataset", *quiet, progress.Options{Unit: "entries"})
-	pred, err := shim.Predict(cfg, counter(prog))
+	pred, err := placement.Predict(cfg.Roots, cfg.Seed, cfg.Access, counter(prog))
 	prog.Stop()
 	if err != nil {
 		return fail("plan: %v", err)
@@ -72,12 +73,12 @@ func cmdPlan(args []string) int {
 
 // jobPlanReport is what augur plan --nodes prints.
 type jobPlanReport struct {
-	Files   int             `json:"files"`
-	Bytes   int64           `json:"bytes"`
-	Horizon int             `json:"epochs_considered"`
-	Stage   int64           `json:"staging_bytes_per_node"`
-	Nodes   []jobPlanNode   `json:"nodes"`
-	Epochs  []shim.JobEpoch `json:"epochs"`
+	Files   int                  `json:"files"`
+	Bytes   int64                `json:"bytes"`
+	Horizon int                  `json:"epochs_considered"`
+	Stage   int64                `json:"staging_bytes_per_node"`
+	Nodes   []jobPlanNode        `json:"nodes"`
+	Epochs  []placement.JobEpoch `json:"epochs"`
 	// Model is how each leader will choose between a peer and the shared
 	// filesystem for a file (augur stat shows it measured).
 	Model peers.ModelConfig `json:"model"`
@@ -93,7 +94,7 @@ type jobPlanNode struct {
 
 // printJobPlan prints how the leaders of a job of nodes nodes place the
 // dataset and what each epoch reads from where.
-func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes int, asJSON bool) int {
+func printJobPlan(cfg *shim.Config, pred *placement.Prediction, sizes []int64, nodes int, asJSON bool) int {
 	caps := tierCaps(cfg)
 	jp, err := pred.PlaceNodes(cfg.Access, sizes, caps, nodes)
 	if err != nil {
@@ -140,7 +141,7 @@ func printJobPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, nodes 
 	return 0
 }
 
-// counter is a hook of shim.Predict and Prediction.Sizes that counts on r.
+// counter is a hook of placement.Predict and Prediction.Sizes that counts on r.
 func counter(r *progress.Reporter) func(n int) {
 	return func(n int) { r.Add(int64(n), 0) }
 }
@@ -171,7 +172,7 @@ type planEpoch struct {
 	PFSBytes int64 `json:"expected_pfs_bytes"`
 }
 
-func printPlan(cfg *shim.Config, pred *shim.Prediction, sizes []int64, asJSON bool) int {
+func printPlan(cfg *shim.Config, pred *placement.Prediction, sizes []int64, asJSON bool) int {
 	caps := tierCaps(cfg)
 	pl, stage, horizon := pred.PlaceFor(cfg.Access, sizes, caps)
 	rep := planReport{Files: pred.Len(), Ranks: pred.Ranks, ReadsPerEpoch: pl.Reads,

@@ -1,4 +1,8 @@
-package shim
+// A job of several nodes with peers placed as its leaders place it
+// (PlaceNodes, augur plan --nodes): each node's placement, and what each
+// epoch is expected to read from the shared filesystem and from peers.
+
+package placement
 
 import (
 	"fmt"
@@ -39,7 +43,7 @@ type JobEpoch struct {
 // PlaceNodes places the dataset on each of nodes nodes whose tiers have
 // capacities caps (every node alike), the ranks of the configured world
 // size laid out in blocks as the launchers do, as the leaders of a job
-// with peers place it (holders.go): each node's placement takes the
+// with peers place it (shim/holders.go): each node's placement takes the
 // files its ranks read first in the job before any other. It needs the
 // DistributedSampler. It keeps a byte per file per node.
 func (p *Prediction) PlaceNodes(a Access, sizes, caps []int64, nodes int) (*JobPlan, error) {
@@ -61,30 +65,30 @@ func (p *Prediction) PlaceNodes(a Access, sizes, caps []int64, nodes int) (*JobP
 		}
 		samplers[r] = s
 	}
-	reads := func(r, e int) seed.Order { return p.perms.orderOf(samplers[r], e, p.Len()) }
-	stage, horizon := placeParams(a, slices.Clone(caps))
+	reads := func(r, e int) seed.Order { return p.perms.OrderOf(samplers[r], e, p.Len()) }
+	stage, horizon := Params(a, slices.Clone(caps))
 	jp := &JobPlan{Stage: stage, Horizon: horizon}
 	first := make([]int16, p.Len())
 	for i := range first {
 		first[i] = -1 // read by no rank (DropLast)
 	}
-	firstReaders(w, p.Len(), func(r int) seed.Order { return reads(r, 0) }, func(idx, r, _ int) { first[idx] = int16(r / per) })
+	FirstReaders(w, p.Len(), func(r int) seed.Order { return reads(r, 0) }, func(idx, r, _ int) { first[idx] = int16(r / per) })
 	for n := range nodes {
 		np := NodePlan{Node: n}
 		for r := n * per; r < (n+1)*per; r++ {
 			np.Ranks = append(np.Ranks, r)
 		}
 		nc := slices.Clone(caps)
-		placeParams(a, nc)
-		pp := newPlacer(p.Len(), nc, horizon, func(e int) []readSeq {
-			var seqs []readSeq
+		Params(a, nc)
+		pp := NewPlacer(p.Len(), nc, horizon, func(e int) []ReadSeq {
+			var seqs []ReadSeq
 			for _, r := range np.Ranks {
-				seqs = append(seqs, readSeq{order: reads(r, e)})
+				seqs = append(seqs, ReadSeq{Order: reads(r, e)})
 			}
 			return seqs
 		})
-		pp.prefer(func(f int32) bool { return int(first[f]) == n })
-		pp.advance(sizes)
+		pp.Prefer(func(f int32) bool { return int(first[f]) == n })
+		pp.Advance(sizes)
 		np.Placement = pp.Placement
 		for idx, h := range first {
 			if int(h) == n {
@@ -151,11 +155,11 @@ func (jp *JobPlan) expect(sizes []int64, reads func(r, e int) seed.Order, epochs
 	return out
 }
 
-// firstReaders finds, for each index w ranks read in an epoch (order(r)
+// FirstReaders finds, for each index w ranks read in an epoch (order(r)
 // being rank r's), the rank that reads it first, in the order of
 // positions and then ranks (the ranks read in step), and calls
 // first(idx, rank, position) once for it.
-func firstReaders(w, n int, order func(r int) seed.Order, first func(idx, rank, pos int)) {
+func FirstReaders(w, n int, order func(r int) seed.Order, first func(idx, rank, pos int)) {
 	orders := make([]seed.Order, w)
 	longest := 0
 	for r := range orders {

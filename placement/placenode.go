@@ -1,16 +1,16 @@
-package shim
+// The clairvoyant policy's placement (PlaceNode) and holders' rule
+// (Holders) for callers that have orders and sizes but no walked
+// directory: augur sim (package sim) runs jobs of up to a thousand nodes
+// over synthetic datasets, and must place their files by this code, not
+// a copy of it. PlaceNodes (jobplan.go) does the same for a Prediction.
+
+package placement
 
 import (
 	"slices"
 
 	"github.com/augur-hpc/augur/seed"
 )
-
-// The clairvoyant policy's placement for callers that have orders and
-// sizes but no walked directory: augur sim (package sim) runs jobs of up
-// to a thousand nodes over synthetic datasets, and must place their
-// files by this code, not a copy of it. PlaceNodes does the same for a
-// Prediction.
 
 // PlaceNode places one node's files as the leader of that node does:
 // the staging budget (a.Stage, by default an eighth of the first tier)
@@ -26,11 +26,11 @@ import (
 // holds (the reads counted once for all) and the staging budget.
 func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Order, holds ...func(f int32) bool) ([]Placement, int64) {
 	caps = slices.Clone(caps)
-	stage, horizon := placeParams(a, caps)
-	pp := newPlacer(n, caps, horizon, func(e int) []readSeq {
-		var seqs []readSeq
+	stage, horizon := Params(a, caps)
+	pp := NewPlacer(n, caps, horizon, func(e int) []ReadSeq {
+		var seqs []ReadSeq
 		for _, o := range reads(e) {
-			seqs = append(seqs, readSeq{order: o})
+			seqs = append(seqs, ReadSeq{Order: o})
 		}
 		return seqs
 	})
@@ -41,27 +41,27 @@ func PlaceNode(n int, a Access, caps, sizes []int64, reads func(e int) []seed.Or
 			q = pp.clone()
 		}
 		if h != nil {
-			q.prefer(h)
+			q.Prefer(h)
 		}
-		q.advance(sizes)
+		q.Advance(sizes)
 		out[k] = q.Placement
 	}
 	return out, stage
 }
 
-// Holders is the holders' rule of a job of several nodes (holders.go):
+// Holders is the holders' rule of a job of several nodes (shim/holders.go):
 // the node that holds each of n files is the one whose rank reads it
 // first in the epoch whose orders order(r) gives for each of w ranks,
 // ranks laid out in blocks of w/nodes per node as the launchers do; -1
 // for a file no rank reads. pos is where in that rank's order it reads
 // it: another node's copy waits until that node's ranks have passed it
-// (clairvoyant.holderOf). It keeps 6 bytes per file.
+// (shim's clairvoyant.holderOf). It keeps 6 bytes per file.
 func Holders(w, nodes, n int, order func(r int) seed.Order) (node []int16, pos []int32) {
 	per := w / nodes
 	node, pos = make([]int16, n), make([]int32, n)
 	for i := range node {
 		node[i] = -1
 	}
-	firstReaders(w, n, order, func(idx, r, k int) { node[idx], pos[idx] = int16(r/per), int32(k) })
+	FirstReaders(w, n, order, func(idx, r, k int) { node[idx], pos[idx] = int16(r/per), int32(k) })
 	return node, pos
 }

@@ -1,4 +1,6 @@
-package shim
+// The epochs' permutations that the orders of a node's ranks share.
+
+package placement
 
 import (
 	"sync"
@@ -7,17 +9,17 @@ import (
 	"github.com/augur-hpc/augur/seed"
 )
 
-// perms shares each epoch's permutation between the orders that read it:
+// Perms shares each epoch's permutation between the orders that read it:
 // every rank of a DistributedSampler draws the same one, so a node's
 // ranks (and a training set and another of its size) hold it once. An
 // entry lives while an order holds it.
-type perms struct {
+type Perms struct {
 	mu sync.Mutex
 	m  map[seed.PermKey]weak.Pointer[seed.Perm]
 }
 
 // get is s's permutation of epoch e, drawn once however many ask.
-func (ps *perms) get(s *seed.DistributedSampler, e int) *seed.Perm {
+func (ps *Perms) get(s *seed.DistributedSampler, e int) *seed.Perm {
 	k := s.PermKey(e)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -35,7 +37,7 @@ func (ps *perms) get(s *seed.DistributedSampler, e int) *seed.Perm {
 // sweep forgets the permutations no order holds any more.
 //
 // Preconditions: ps.mu is held.
-func (ps *perms) sweep() {
+func (ps *Perms) sweep() {
 	if ps.m == nil {
 		ps.m = map[seed.PermKey]weak.Pointer[seed.Perm]{}
 	}
@@ -46,10 +48,10 @@ func (ps *perms) sweep() {
 	}
 }
 
-// orderOf is the order s reads in epoch e, over n samples: a
+// OrderOf is the order s reads in epoch e, over n samples: a
 // DistributedSampler's through the shared permutation, another's as the
 // list it gives.
-func (ps *perms) orderOf(s seed.Sampler, e, n int) seed.Order {
+func (ps *Perms) OrderOf(s seed.Sampler, e, n int) seed.Order {
 	if d, ok := s.(*seed.DistributedSampler); ok {
 		return d.View(ps.get(d, e))
 	}

@@ -1,4 +1,4 @@
-package shim
+package placement
 
 import (
 	"fmt"
@@ -28,8 +28,7 @@ func imageFolder(t *testing.T, classes, per, size int) string {
 
 func predict(t *testing.T, root string, a Access) *Prediction {
 	t.Helper()
-	cfg := &Config{Roots: []string{root}, Seed: 3, Access: a}
-	p, err := Predict(cfg, nil)
+	p, err := Predict([]string{root}, 3, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +121,13 @@ func TestPlacerSettlesAsSizesArrive(t *testing.T) {
 	pp := p.placer(3, caps)
 	known := make([]int64, len(sizes))
 	for i := range known {
-		known[i] = unknownSize
+		known[i] = UnknownSize
 	}
 	for n, i := range rand.New(rand.NewSource(1)).Perm(len(sizes)) {
 		known[i] = sizes[i]
-		pp.advance(known)
+		pp.Advance(known)
 		for k, j := range pp.ranking {
-			if k < pp.next && known[j] == unknownSize {
+			if k < pp.next && known[j] == UnknownSize {
 				t.Fatalf("after %d sizes: file %d placed before its size is known", n+1, j)
 			}
 		}
@@ -148,15 +147,15 @@ func TestPlacerSettlesAsSizesArrive(t *testing.T) {
 // ranks will not read again within the horizon (the other nodes will
 // ask for them), and only then its own other reads.
 func TestPreferKeepsWhatTheNodeHoldsForOthers(t *testing.T) {
-	pp := newPlacer(6, []int64{40}, 1, func(int) []readSeq {
-		return []readSeq{{order: listOrder{4, 0, 5}}} // this node reads 4, 0, 5
+	pp := NewPlacer(6, []int64{40}, 1, func(int) []ReadSeq {
+		return []ReadSeq{{Order: listOrder{4, 0, 5}}} // this node reads 4, 0, 5
 	})
 	held := map[int32]bool{0: true, 2: true, 3: true} // it holds 2 and 3 for the others only
-	pp.prefer(func(f int32) bool { return held[f] })
+	pp.Prefer(func(f int32) bool { return held[f] })
 	if want := []int32{0, 2, 3, 4, 5}; !slices.Equal(pp.ranking, want) {
 		t.Fatalf("ranking %v; want %v: held files first, those read here before those held for others", pp.ranking, want)
 	}
-	pp.advance([]int64{10, 10, 10, 10, 10, 10})
+	pp.Advance([]int64{10, 10, 10, 10, 10, 10})
 	for f, want := range []int8{0, -1, 0, 0, 0, -1} {
 		if pp.Tier[f] != want {
 			t.Errorf("file %d in tier %d; want %d (placement %v)", f, pp.Tier[f], want, pp.Tier)
@@ -169,14 +168,14 @@ func TestPreferKeepsWhatTheNodeHoldsForOthers(t *testing.T) {
 // rest in order of first access; a file read more often still goes
 // first. Placing then leaves the held files where they are.
 func TestKeepRanksHeldCopiesFirstAmongEquals(t *testing.T) {
-	pp := newPlacer(7, []int64{30, 20}, 2, func(e int) []readSeq {
+	pp := NewPlacer(7, []int64{30, 20}, 2, func(e int) []ReadSeq {
 		if e == 0 {
-			return []readSeq{{order: listOrder{0, 1, 2, 3, 4, 5, 6}}}
+			return []ReadSeq{{Order: listOrder{0, 1, 2, 3, 4, 5, 6}}}
 		}
-		return []readSeq{{order: listOrder{6}}} // 6 is read twice
+		return []ReadSeq{{Order: listOrder{6}}} // 6 is read twice
 	})
 	where := map[int32]int{4: 0, 5: 0, 2: 1, 3: 1} // the copies an earlier plan made
-	pp.keep(func(f int32) int {
+	pp.Keep(func(f int32) int {
 		if t, ok := where[f]; ok {
 			return t
 		}
@@ -190,7 +189,7 @@ func TestKeepRanksHeldCopiesFirstAmongEquals(t *testing.T) {
 			t.Fatalf("pos[%d] = %d; want %d", f, pp.pos[f], k)
 		}
 	}
-	pp.advance([]int64{10, 10, 10, 10, 10, 10, 10})
+	pp.Advance([]int64{10, 10, 10, 10, 10, 10, 10})
 	for f, want := range []int8{-1, -1, 1, 1, 0, 0, 0} {
 		if pp.Tier[f] != want {
 			t.Errorf("file %d in tier %d; want %d (placement %v)", f, pp.Tier[f], want, pp.Tier)
