@@ -99,7 +99,7 @@ func joinPeers(l *Leader) (*peering, error) {
 		}
 	}
 	p.srv, err = peers.NewServer(peers.ServerConfig{Roots: l.cfg.RootForms(), Tiers: tiers,
-		Secret: secret, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
+		Secret: secret, Job: cfg.Job, Node: cfg.Node, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func joinPeers(l *Leader) (*peering, error) {
 		return nil, err
 	}
 	addrs[cfg.Node] = p.addr
-	if p.client, err = peers.NewClient(peers.ClientConfig{Secret: secret, Node: cfg.Node}, addrs); err != nil {
+	if p.client, err = peers.NewClient(peers.ClientConfig{Secret: secret, Job: cfg.Job, Node: cfg.Node, Log: l.log}, addrs); err != nil {
 		p.srv.Close()
 		return nil, err
 	}

@@ -1,0 +1,132 @@
+package peers
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/augur-hpc/augur/tiering"
+	"golang.org/x/sys/unix"
+)
+
+// A copy is served, or made on demand, only for a source that is one of
+// the dataset's files and no other's: reached from its root without a
+// symbolic link, a regular file with no name but this one (st_nlink 1).
+// Otherwise whoever can write into a dataset could have any file of the
+// job's user sent between nodes: a symlink cls/x -> ~/.ssh/id_ed25519,
+// or a hard link to it, is read as a sample by the job's own readers,
+// and a copy of it would cross the network. A dataset whose files are
+// reached through symlinks below its root, or are hard links, still has
+// them cached in each node's tiers; each node reads them from the shared
+// filesystem itself, and the server says so once (refusedLinked).
+//
+// The check costs the server one path resolution and a stat on the
+// shared filesystem per request (O_PATH: no open of the file itself),
+// answered from the client's caches where it has them.
+
+// errLinked: the source is reached through a symlink, or has other names.
+var errLinked = errors.New("reached through a symbolic link or has other names")
+
+// statSource stats the source rel below root (a clean relative path),
+// resolving it without following any symbolic link and without leaving
+// root, and checks that it is a regular file with one name.
+func statSource(root, rel string, st *unix.Stat_t) error {
+	fd, err := openBeneath(root, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := tiering.Fstat(fd, st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		return errLinked
+	}
+	return nil
+}
+
+// noOpenat2 is set once openat2 was refused (ENOSYS, or EPERM from a
+// seccomp filter): openBeneath then walks.
+var noOpenat2 atomic.Bool
+
+// openBeneath opens rel below root as O_PATH without following a
+// symlink on the way, in one openat2 where the kernel has it (5.6),
+// else one component at a time. A symlink as the last component is
+// opened itself (its type tells); on the way, or an escape from root,
+// is errLinked.
+func openBeneath(root, rel string) (int, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(rfd)
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		switch {
+		case err == nil:
+			return fd, nil
+		case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
+			return -1, errLinked
+		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
+			return -1, err
+		}
+		noOpenat2.Store(true)
+	}
+	return walkBeneath(rfd, rel)
+}
+
+// walkBeneath is openBeneath without openat2: each component opened
+// O_PATH|O_NOFOLLOW from its parent, each directory on the way checked
+// to be one.
+func walkBeneath(rfd int, rel string) (int, error) {
+	parts := strings.Split(rel, "/")
+	cur := rfd
+	for i, name := range parts {
+		fd, err := unix.Openat(cur, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if cur != rfd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		if i == len(parts)-1 {
+			return fd, nil
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			unix.Close(fd)
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return -1, errLinked
+			}
+			return -1, unix.ENOTDIR
+		}
+		cur = fd
+	}
+	return -1, unix.ENOENT // rel was empty
+}
+
+// copiedFrom says whether the copy f was made from the file st describes,
+// by the identity the publish recorded on it (tiering.IdentXattr). A copy
+// made from what a symlink swapped in for the source led to has the
+// target's. A tier without user xattrs records none: the copy is taken
+// as it is, its size and mtime checked.
+func copiedFrom(f *os.File, st *unix.Stat_t) bool {
+	var b [16]byte
+	n, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, b[:])
+	switch {
+	case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+		return true
+	case err != nil || n != len(b):
+		return false
+	}
+	return binary.LittleEndian.Uint64(b[:8]) == st.Dev && binary.LittleEndian.Uint64(b[8:]) == st.Ino
+}
