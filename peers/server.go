@@ -232,12 +232,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, proof, bad.why, statusOf[bad.why], bad.msg)
 		return
 	}
+	f, why := s.find(a)
+	if f != nil && vouched(f) {
+		s.send(w, r, f, a)
+		return
+	}
 	var src unix.Stat_t
 	if why, msg := s.checkSource(a, &src); msg != "" {
+		if f != nil {
+			f.Close()
+		}
 		s.refuse(w, r, proof, why, statusOf[why], msg)
 		return
 	}
-	f, why := s.find(a)
 	if f == nil && why == refusedMissing && s.cfg.Miss != nil {
 		f, why = s.fetch(r, &a)
 	}
@@ -249,6 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, proof, why, statusOf[why], "no copy of "+a.source+" with that size and mtime")
 		return
 	}
+	vouch(f, &src)
 	s.send(w, r, f, a)
 }
 

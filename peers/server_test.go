@@ -621,3 +621,34 @@ func TestServerKeepsToItsDescriptorBudget(t *testing.T) {
 		t.Errorf("%d connections kept with the process at the last eighth of its limit; refused %v", tc.srv.ln.conns(), tc.srv.Stats().NotServed)
 	}
 }
+
+// TestServeACheckedCopyWithoutTheSource: a copy whose source was checked
+// once is served again without asking the shared filesystem (here: the
+// source's path a symlink to a private file by then, which would be
+// refused), and what it serves is the dataset's bytes it was made of; a
+// new copy made through that symlink is not.
+func TestServeACheckedCopyWithoutTheSource(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 2)
+	a, content := tc.source("cls/a.bin", 4096)
+	tc.publish(0, a)
+	size, mtime := ident(t, a)
+	if status, body := tc.get("GET", tc.ask(a, size, mtime, 0), testSecret, ""); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	} else {
+		equalBytes(t, "first", body, content)
+	}
+	private := tc.dir + "/private"
+	os.WriteFile(private, make([]byte, 4096), 0o600)
+	os.Chtimes(private, time.Unix(0, mtime), time.Unix(0, mtime))
+	os.Rename(a, tc.dir+"/a.moved")
+	os.Symlink(private, a)
+	if status, body := tc.get("GET", tc.ask(a, size, mtime, 0), testSecret, ""); status != http.StatusOK {
+		t.Errorf("the checked copy: status %d", status)
+	} else {
+		equalBytes(t, "again", body, content)
+	}
+	tc.publish(0, a) // the local reader's copy, through the symlink
+	if status, _ := tc.get("GET", tc.ask(a, size, mtime, 0), testSecret, ""); status != http.StatusNotFound || tc.notServed("linked") != 1 {
+		t.Errorf("a copy made through the symlink: status %d, linked %d; want 404, 1", status, tc.notServed("linked"))
+	}
+}

@@ -23,8 +23,16 @@ import (
 // filesystem itself, and the server says so once (refusedLinked).
 //
 // The check costs the server one path resolution and a stat on the
-// shared filesystem per request (O_PATH: no open of the file itself),
-// answered from the client's caches where it has them.
+// shared filesystem (O_PATH: no open of the file itself), once per copy:
+// a copy that passed it is marked (vouch), and served again without
+// asking the shared filesystem anything. The mark holds the identity
+// (device and inode) the check found, and counts only while it is the
+// one the copy was made from (tiering.IdentXattr): a copy made later,
+// from whatever the path then led to, is a new file without it. A copy
+// of a file that was the dataset's own when checked stays the
+// dataset's bytes whatever the path becomes, and is served only while
+// its size and mtime are those asked (in a tier without user xattrs
+// every request is checked).
 
 // errLinked: the source is reached through a symlink, or has other names.
 var errLinked = errors.New("reached through a symbolic link or has other names")
@@ -112,6 +120,31 @@ func walkBeneath(rfd int, rel string) (int, error) {
 		cur = fd
 	}
 	return -1, unix.ENOENT // rel was empty
+}
+
+// ownXattr marks a copy whose source was found to be the dataset's own
+// file (statSource), with the identity found (as tiering.IdentXattr).
+const ownXattr = "user.augur.own"
+
+// vouched says whether the copy f carries the mark of a check of its
+// source, for the source it was made from.
+func vouched(f *os.File) bool {
+	var own, ident [17]byte // one more: a longer value is no identity
+	n, err := unix.Fgetxattr(int(f.Fd()), ownXattr, own[:])
+	if err != nil || n != 16 {
+		return false
+	}
+	m, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, ident[:])
+	return err == nil && m == 16 && own == ident
+}
+
+// vouch marks the copy f as made from the dataset's own file st (a copy
+// that may not take the mark is checked at every request).
+func vouch(f *os.File, st *unix.Stat_t) {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], st.Dev)
+	binary.LittleEndian.PutUint64(b[8:], st.Ino)
+	unix.Fsetxattr(int(f.Fd()), ownXattr, b[:], 0)
 }
 
 // copiedFrom says whether the copy f was made from the file st describes,
