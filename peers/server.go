@@ -232,32 +232,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, proof, bad.why, statusOf[bad.why], bad.msg)
 		return
 	}
-	f, why := s.find(a)
-	if f != nil && vouched(f) {
-		s.send(w, r, f, a)
-		return
-	}
-	var src unix.Stat_t
-	if why, msg := s.checkSource(a, &src); msg != "" {
-		if f != nil {
-			f.Close()
-		}
+	f, why, msg := s.copyFor(r, &a)
+	if f == nil {
 		s.refuse(w, r, proof, why, statusOf[why], msg)
 		return
 	}
+	s.send(w, r, f, a)
+}
+
+// copyFor opens the copy to send for a: one whose source was found to be
+// the dataset's own file, now or before (source.go), made on demand if
+// there is none. Without one it says why (a message).
+func (s *Server) copyFor(r *http.Request, a *asked) (*os.File, reason, string) {
+	f, why := s.find(*a)
+	if f != nil && vouched(f) {
+		return f, 0, ""
+	}
+	var src unix.Stat_t
+	if why, msg := s.checkSource(*a, &src); msg != "" {
+		if f != nil {
+			f.Close()
+		}
+		return nil, why, msg
+	}
 	if f == nil && why == refusedMissing && s.cfg.Miss != nil {
-		f, why = s.fetch(r, &a)
+		f, why = s.fetch(r, a)
 	}
 	if f != nil && !copiedFrom(f, &src) {
 		f.Close()
 		f, why = nil, refusedStale
 	}
 	if f == nil {
-		s.refuse(w, r, proof, why, statusOf[why], "no copy of "+a.source+" with that size and mtime")
-		return
+		return nil, why, "no copy of " + a.source + " with that size and mtime"
 	}
 	vouch(f, &src)
-	s.send(w, r, f, a)
+	return f, 0, ""
 }
 
 // statusOf is the HTTP status of each reason. An untrusted copy is
