@@ -11,7 +11,7 @@ import (
 // where the processor has them): its throughput against a link's.
 func BenchmarkAnswerTag(b *testing.B) {
 	buf := make([]byte, 256<<10)
-	proof := requestMAC(testKey, "GET", query("/pfs/a", 1, 1, 0, 1, time.Now()))
+	proof := requestMAC(testKey, "GET", query("/pfs/a", 1, 1, 0, 0, 1, time.Now()))
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		tag := answerTag(testKey, proof, http.StatusOK)

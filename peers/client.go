@@ -171,20 +171,21 @@ func (c *Client) peer(node int) (*peer, string, error) {
 }
 
 // Fetch asks node for its copy of source, which the caller expects to
-// have size bytes and mtime (ns), and streams it into dst at dst's
-// offset. It returns the bytes written. On any error the bytes in dst
+// have size bytes and mtime (ns), and, if ino is not 0, to be the inode
+// StatSource found (the peer then asks the shared filesystem nothing),
+// and streams it into dst at dst's offset. It returns the bytes written. On any error the bytes in dst
 // are no copy (the caller discards its temporary file) and the caller
 // takes the file from the shared filesystem; the peer is marked down
 // unless the error was no fault of its own (ErrNotHeld, writing dst, the
 // caller's ctx ending).
-func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime int64, dst *os.File) (int64, error) {
+func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime int64, ino uint64, dst *os.File) (int64, error) {
 	p, addr, err := c.peer(node)
 	if err != nil {
 		return 0, fmt.Errorf("peer %d: %w", node, err)
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.timeout(size))
 	defer cancel()
-	n, err := c.transfer(tctx, p, node, addr, source, size, mtime, dst)
+	n, err := c.transfer(tctx, p, addr, query(source, size, mtime, ino, c.cfg.Node, node, time.Now()), size, dst)
 	var werr *writeError
 	switch {
 	case err == nil:
@@ -215,18 +216,17 @@ func (c *Client) timeout(size int64) time.Duration {
 	return c.cfg.Timeout + time.Duration(size/c.cfg.MinRate)*time.Second
 }
 
-// transfer sends one request for source to node (at addr) within ctx,
-// holding one of the peer's slots, and writes the bytes of its answer
-// into dst. The bytes are a copy only if it returns no error: the tag
+// transfer sends one request for target (of size bytes) to the peer at
+// addr within ctx, holding one of its slots, and writes the bytes of its
+// answer into dst. The bytes are a copy only if it returns no error: the tag
 // after them is checked last.
-func (c *Client) transfer(ctx context.Context, p *peer, node int, addr, source string, size, mtime int64, dst *os.File) (int64, error) {
+func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, size int64, dst *os.File) (int64, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	target := query(source, size, mtime, c.cfg.Node, node, time.Now())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+target, nil)
 	if err != nil {
 		return 0, err
@@ -258,11 +258,12 @@ func (c *Client) transfer(ctx context.Context, p *peer, node int, addr, source s
 
 // query is the request target for source, asked by node from of node to
 // at the time at, with a fresh nonce.
-func query(source string, size, mtime int64, from, to int, at time.Time) string {
+func query(source string, size, mtime int64, ino uint64, from, to int, at time.Time) string {
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	v := url.Values{"path": {source}, "size": {strconv.FormatInt(size, 10)},
-		"mtime": {strconv.FormatInt(mtime, 10)}, "from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)},
+		"mtime": {strconv.FormatInt(mtime, 10)}, "ino": {strconv.FormatUint(ino, 10)},
+		"from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)},
 		"t": {strconv.FormatInt(at.Unix(), 10)}, "n": {hex.EncodeToString(nonce[:])}}
 	return copyEndpoint + "?" + v.Encode()
 }

@@ -57,7 +57,7 @@ func TestFetchFromAPeer(t *testing.T) {
 	size, mtime := ident(t, a)
 	c := newClient(t, ClientConfig{}, tc.addr)
 	dst := tempFile(t)
-	n, err := c.Fetch(context.Background(), 1, a, size, mtime, dst)
+	n, err := c.Fetch(context.Background(), 1, a, size, mtime, 0, dst)
 	if err != nil || n != size {
 		t.Fatalf("Fetch: %d, %v", n, err)
 	}
@@ -67,7 +67,7 @@ func TestFetchFromAPeer(t *testing.T) {
 		path        string
 		size, mtime int64
 	}{{tc.root + "/b", 1, mtime}, {a, size, mtime + 1}, {a, size - 1, mtime}} {
-		if _, err := c.Fetch(context.Background(), 1, miss.path, miss.size, miss.mtime, tempFile(t)); !errors.Is(err, ErrNotHeld) {
+		if _, err := c.Fetch(context.Background(), 1, miss.path, miss.size, miss.mtime, 0, tempFile(t)); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("%+v: %v; want ErrNotHeld", miss, err)
 		}
 	}
@@ -79,7 +79,7 @@ func TestFetchFromAPeer(t *testing.T) {
 		t.Errorf("server stats %+v", out)
 	}
 	for _, node := range []int{0, 2, -1} {
-		if _, err := c.Fetch(context.Background(), node, a, size, mtime, tempFile(t)); !errors.Is(err, ErrNoPeer) {
+		if _, err := c.Fetch(context.Background(), node, a, size, mtime, 0, tempFile(t)); !errors.Is(err, ErrNoPeer) {
 			t.Errorf("node %d: %v; want ErrNoPeer", node, err)
 		}
 	}
@@ -102,7 +102,7 @@ func TestFetchBacksOff(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	c.now = func() time.Time { return clock }
 	fetch := func() error {
-		_, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t))
+		_, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t))
 		return err
 	}
 	fail.Store(true)
@@ -158,7 +158,7 @@ func TestFetchChecksTheLength(t *testing.T) {
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := newClient(t, ClientConfig{}, fakePeer(t, h))
-			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, tempFile(t))
+			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, 0, tempFile(t))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -190,7 +190,7 @@ func TestFetchChecksTheAnswer(t *testing.T) {
 	}
 	itsProof := func(r *http.Request) []byte { p, _ := hex.DecodeString(r.Header.Get(authHeader)); return p }
 	otherProof := func(*http.Request) []byte {
-		return requestMAC(testKey, "GET", query("/pfs/a", size, 1, 0, 1, time.Now()))
+		return requestMAC(testKey, "GET", query("/pfs/a", size, 1, 0, 0, 1, time.Now()))
 	}
 	cases := []struct {
 		name    string
@@ -216,7 +216,7 @@ func TestFetchChecksTheAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logged strings.Builder
 			c := newClient(t, ClientConfig{Log: zerolog.New(&logged)}, fakePeer(t, tc.h))
-			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, tempFile(t))
+			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, 0, tempFile(t))
 			st := c.Stats()[1]
 			if tc.want == nil {
 				if err != nil || !c.Up(1) || st.FilesIn != 1 {
@@ -250,7 +250,7 @@ func hangingPeer(t *testing.T) string {
 func TestFetchTimesOut(t *testing.T) {
 	c := newClient(t, ClientConfig{Timeout: 200 * time.Millisecond}, hangingPeer(t))
 	start := time.Now()
-	_, err := c.Fetch(context.Background(), 1, "/pfs/a", 100, 1, tempFile(t))
+	_, err := c.Fetch(context.Background(), 1, "/pfs/a", 100, 1, 0, tempFile(t))
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("%v after %v", err, time.Since(start))
 	}
@@ -263,7 +263,7 @@ func TestFetchCancelledIsNotThePeersFault(t *testing.T) {
 	c := newClient(t, ClientConfig{Timeout: 5 * time.Second}, hangingPeer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Fetch(ctx, 1, "/pfs/a", 100, 1, tempFile(t)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Fetch(ctx, 1, "/pfs/a", 100, 1, 0, tempFile(t)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v; want the caller's deadline", err)
 	}
 	if !c.Up(1) || c.Stats()[1].Errors != 0 {
@@ -279,7 +279,7 @@ func TestFetchWriteFailureIsNotThePeersFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, ro); err == nil || !strings.Contains(err.Error(), "writing the copy") {
+	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, ro); err == nil || !strings.Contains(err.Error(), "writing the copy") {
 		t.Fatalf("%v; want a write error", err)
 	}
 	if !c.Up(1) {
@@ -301,7 +301,7 @@ func TestFetchBoundsRequestsPerPeer(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t)); err != nil {
+			if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -321,7 +321,7 @@ func TestFetchFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, "http://"+other+r.RequestURI, http.StatusFound)
 	})
 	c := newClient(t, ClientConfig{}, addr)
-	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t)); !errors.Is(err, ErrRefused) {
+	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t)); !errors.Is(err, ErrRefused) {
 		t.Errorf("%v; want ErrRefused", err)
 	}
 	if visits.Load() != 0 {

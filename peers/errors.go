@@ -28,3 +28,9 @@ var (
 	// node itself, or a node whose address is not known yet).
 	ErrNoPeer = errors.New("no such peer")
 )
+
+// ErrLinked is StatSource's error for a source that is not the dataset's
+// own file: it is reached through a symbolic link below its root, or it
+// has other names (hard links), or it is no regular file. No peer serves
+// it; each node reads it itself.
+var ErrLinked = errors.New("reached through a symbolic link or has other names")

@@ -122,7 +122,7 @@ func ident(t *testing.T, path string) (int64, int64) {
 // ask is the target of a request from node from to the test case's
 // server, made now.
 func (tc *testCase) ask(source string, size, mtime int64, from int) string {
-	return query(source, size, mtime, from, tc.node, time.Now())
+	return query(source, size, mtime, 0, from, tc.node, time.Now())
 }
 
 // get sends a request for target to the server, signed with the key of

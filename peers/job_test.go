@@ -81,7 +81,7 @@ func (nd *node) get(owner int, source string, dst *os.File) (Source, error) {
 	}
 	if s := nd.model.Choose(size, candidates); s != PFS {
 		tr := nd.model.Begin(s, size)
-		n, err := nd.client.Fetch(context.Background(), owner, source, size, mtime, dst)
+		n, err := nd.client.Fetch(context.Background(), owner, source, size, mtime, 0, dst)
 		tr.Done(n)
 		if err == nil {
 			return s, nil

@@ -79,7 +79,8 @@ type Server struct {
 	refused [nReasons]atomic.Int64
 	said    [nReasons]atomic.Bool // each notable reason is logged once
 	seen    nonces
-	now     func() time.Time // the clock requests' times are held to; tests move it
+	rootDev map[string]uint64 // each root's device, when NewServer could stat it
+	now     func() time.Time  // the clock requests' times are held to; tests move it
 	ln      *limitListener
 	srv     *http.Server
 }
@@ -150,8 +151,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
 	s.cfg.Roots = make([]string, len(cfg.Roots))
+	s.rootDev = map[string]uint64{}
 	for i, r := range cfg.Roots {
 		s.cfg.Roots[i] = filepath.Clean(r)
+		var st unix.Stat_t
+		if tiering.Stat(r, &st) == nil {
+			s.rootDev[s.cfg.Roots[i]] = st.Dev
+		}
 	}
 	return s, nil
 }
@@ -204,6 +210,7 @@ type asked struct {
 	source      string
 	root        string // the dataset root source lies below
 	size, mtime int64
+	ino         uint64 // the source's inode, as the asker found it (StatSource); 0: not checked
 	from, to    int
 	at          int64  // when it was asked (unix seconds)
 	nonce       string // the asker's, unique to the request
@@ -241,11 +248,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // copyFor opens the copy to send for a: one whose source was found to be
-// the dataset's own file, now or before (source.go), made on demand if
-// there is none. Without one it says why (a message).
+// the dataset's own file, by the asker or by this node, now or before
+// (source.go), made on demand if there is none. Without one it says why
+// (a message).
 func (s *Server) copyFor(r *http.Request, a *asked) (*os.File, reason, string) {
 	f, why := s.find(*a)
-	if f != nil && vouched(f) {
+	if f != nil && (s.madeFromAsked(f, *a) || vouched(f)) {
 		return f, 0, ""
 	}
 	var src unix.Stat_t
@@ -317,6 +325,12 @@ func (s *Server) parse(r *http.Request) (asked, *refusal) {
 		}
 	}
 	a := asked{size: nums[0], mtime: nums[1], from: int(nums[2]), to: int(nums[3]), at: nums[4]}
+	if len(q["ino"]) != 1 {
+		return asked{}, malformed("one ino needed")
+	}
+	if a.ino, err = strconv.ParseUint(q["ino"][0], 10, 64); err != nil {
+		return asked{}, malformed("bad ino")
+	}
 	if nums[2] < 0 || nums[2] >= int64(len(s.out)) || a.size < 0 {
 		return asked{}, malformed("bad size or node")
 	}
@@ -350,13 +364,21 @@ func (s *Server) bound(a asked) *refusal {
 	return nil
 }
 
+// madeFromAsked says whether the copy f was made from the inode the
+// asker found at the source's path, on the dataset's filesystem.
+func (s *Server) madeFromAsked(f *os.File, a asked) bool {
+	rdev, ok := s.rootDev[a.root]
+	dev, ino, err := identOf(f)
+	return ok && a.ino != 0 && err == nil && dev == rdev && ino == a.ino
+}
+
 // checkSource stats the source below its root without following a
 // symlink (statSource) and checks it is the file asked for. It says why
 // not (a message, "" if it is).
 func (s *Server) checkSource(a asked, st *unix.Stat_t) (reason, string) {
 	err := statSource(a.root, strings.TrimPrefix(strings.TrimPrefix(a.source, a.root), "/"), st)
 	switch {
-	case errors.Is(err, errLinked):
+	case errors.Is(err, ErrLinked):
 		return refusedLinked, a.source + " is " + err.Error() + ": each node reads it itself"
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
 		return refusedMissing, "no such file"

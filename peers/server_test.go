@@ -83,9 +83,9 @@ func TestServeRefuses(t *testing.T) {
 		{"other mtime", "GET", tc.ask(a, size, mtime+1, 0), testSecret, 409, "stale"},
 		{"a range", "GET", tc.ask(a, size, mtime, 0), testSecret, 400, "request"},
 		{"no nonce", "GET", strings.Split(tc.ask(a, size, mtime, 0), "&n=")[0], testSecret, 400, "request"},
-		{"for node 0", "GET", query(a, size, mtime, 0, 0, time.Now()), testSecret, 403, "misdirected"},
-		{"asked 31 s ago", "GET", query(a, size, mtime, 0, 1, time.Now().Add(-31*time.Second)), testSecret, 403, "expired"},
-		{"asked 31 s ahead", "GET", query(a, size, mtime, 0, 1, time.Now().Add(31*time.Second)), testSecret, 403, "expired"},
+		{"for node 0", "GET", query(a, size, mtime, 0, 0, 0, time.Now()), testSecret, 403, "misdirected"},
+		{"asked 31 s ago", "GET", query(a, size, mtime, 0, 0, 1, time.Now().Add(-31*time.Second)), testSecret, 403, "expired"},
+		{"asked 31 s ahead", "GET", query(a, size, mtime, 0, 0, 1, time.Now().Add(31*time.Second)), testSecret, 403, "expired"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -167,10 +167,10 @@ func TestServeMisdirected(t *testing.T) {
 	a, _ := tc.source("a", 100)
 	tc.publish(0, a)
 	size, mtime := ident(t, a)
-	if status, _ := tc.get("GET", query(a, size, mtime, 0, 1, time.Now()), testSecret, ""); status != http.StatusForbidden || tc.notServed("misdirected") != 1 {
+	if status, _ := tc.get("GET", query(a, size, mtime, 0, 0, 1, time.Now()), testSecret, ""); status != http.StatusForbidden || tc.notServed("misdirected") != 1 {
 		t.Errorf("status %d, misdirected %d; want 403, 1", status, tc.notServed("misdirected"))
 	}
-	if status, _ := tc.get("GET", query(a, size, mtime, 0, 2, time.Now()), testSecret, ""); status != http.StatusOK {
+	if status, _ := tc.get("GET", query(a, size, mtime, 0, 0, 2, time.Now()), testSecret, ""); status != http.StatusOK {
 		t.Errorf("its own request: status %d", status)
 	}
 }
@@ -650,5 +650,30 @@ func TestServeACheckedCopyWithoutTheSource(t *testing.T) {
 	tc.publish(0, a) // the local reader's copy, through the symlink
 	if status, _ := tc.get("GET", tc.ask(a, size, mtime, 0), testSecret, ""); status != http.StatusNotFound || tc.notServed("linked") != 1 {
 		t.Errorf("a copy made through the symlink: status %d, linked %d; want 404, 1", status, tc.notServed("linked"))
+	}
+}
+
+// TestServeTheInodeTheAskerFound: a request naming the inode its asker
+// found at the source's path (StatSource) is served from a copy made
+// from that inode without asking the shared filesystem (here: the
+// source gone meanwhile); one naming another inode is checked against
+// the shared filesystem, and refused.
+func TestServeTheInodeTheAskerFound(t *testing.T) {
+	tc := newTestCase(t, "127.0.0.1", 2)
+	a, content := tc.source("cls/a.bin", 4096)
+	tc.publish(0, a)
+	var st unix.Stat_t
+	if err := StatSource([]string{tc.root}, a, &st); err != nil {
+		t.Fatal(err)
+	}
+	size, mtime := ident(t, a)
+	os.Rename(a, tc.dir+"/a.moved")
+	status, body := tc.get("GET", query(a, size, mtime, st.Ino, 0, tc.node, time.Now()), testSecret, "")
+	if status != http.StatusOK {
+		t.Fatalf("the inode asked: status %d", status)
+	}
+	equalBytes(t, "a", body, content)
+	if status, _ := tc.get("GET", query(a, size, mtime, st.Ino+1, 0, tc.node, time.Now()), testSecret, ""); status != http.StatusNotFound || tc.notServed("missing") != 1 {
+		t.Errorf("another inode: status %d, missing %d; want 404, 1", status, tc.notServed("missing"))
 	}
 }

@@ -3,7 +3,9 @@ package peers
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -22,20 +24,38 @@ import (
 // them cached in each node's tiers; each node reads them from the shared
 // filesystem itself, and the server says so once (refusedLinked).
 //
-// The check costs the server one path resolution and a stat on the
-// shared filesystem (O_PATH: no open of the file itself), once per copy:
-// a copy that passed it is marked (vouch), and served again without
-// asking the shared filesystem anything. The mark holds the identity
-// (device and inode) the check found, and counts only while it is the
-// one the copy was made from (tiering.IdentXattr): a copy made later,
-// from whatever the path then led to, is a new file without it. A copy
-// of a file that was the dataset's own when checked stays the
+// Who checks. The check is one path resolution and a stat on the shared
+// filesystem (O_PATH: no open of the file itself), which the asker makes
+// anyway before it asks (StatSource stands in for its stat of the
+// source): it asks only for a source that passed, and names the inode it
+// found. The server then sends a copy made from that inode of the
+// dataset's filesystem (the identity the publish recorded on the copy,
+// tiering.IdentXattr, against the device of the root) without asking
+// the shared filesystem anything; the asker is one of the job's nodes,
+// whose proof it checked. Any other copy (a tier without user xattrs, a
+// request naming no inode, a copy to make on demand) the server checks
+// itself, once per copy: a copy that passed is marked (vouch) and served
+// again on its mark. The mark holds the identity the check found, and
+// counts only while it is the one the copy was made from: a copy made
+// later, from whatever the path then led to, is a new file without it.
+// A copy of a file that was the dataset's own when checked stays the
 // dataset's bytes whatever the path becomes, and is served only while
-// its size and mtime are those asked (in a tier without user xattrs
-// every request is checked).
+// its size and mtime are those asked.
 
-// errLinked: the source is reached through a symlink, or has other names.
-var errLinked = errors.New("reached through a symbolic link or has other names")
+// StatSource stats path, a file below one of roots, as the server of a
+// peer will have it: reached from its root without following a symbolic
+// link, a regular file with one name; else ErrLinked (or the error of
+// the path's resolution). The caller asks a peer for the file only if
+// it returns nil.
+func StatSource(roots []string, path string, st *unix.Stat_t) error {
+	p := filepath.Clean(path)
+	for _, root := range roots {
+		if root = filepath.Clean(root); within(root, p) {
+			return statSource(root, strings.TrimPrefix(strings.TrimPrefix(p, root), "/"), st)
+		}
+	}
+	return fmt.Errorf("%s is below no dataset root", path)
+}
 
 // statSource stats the source rel below root (a clean relative path),
 // resolving it without following any symbolic link and without leaving
@@ -50,7 +70,7 @@ func statSource(root, rel string, st *unix.Stat_t) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
-		return errLinked
+		return ErrLinked
 	}
 	return nil
 }
@@ -63,7 +83,7 @@ var noOpenat2 atomic.Bool
 // symlink on the way, in one openat2 where the kernel has it (5.6),
 // else one component at a time. A symlink as the last component is
 // opened itself (its type tells); on the way, or an escape from root,
-// is errLinked.
+// is ErrLinked.
 func openBeneath(root, rel string) (int, error) {
 	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -79,7 +99,7 @@ func openBeneath(root, rel string) (int, error) {
 		case err == nil:
 			return fd, nil
 		case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
-			return -1, errLinked
+			return -1, ErrLinked
 		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
 			return -1, err
 		}
@@ -113,7 +133,7 @@ func walkBeneath(rfd int, rel string) (int, error) {
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			unix.Close(fd)
 			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				return -1, errLinked
+				return -1, ErrLinked
 			}
 			return -1, unix.ENOTDIR
 		}
@@ -153,13 +173,19 @@ func vouch(f *os.File, st *unix.Stat_t) {
 // target's. A tier without user xattrs records none: the copy is taken
 // as it is, its size and mtime checked.
 func copiedFrom(f *os.File, st *unix.Stat_t) bool {
-	var b [16]byte
-	n, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, b[:])
-	switch {
-	case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+	dev, ino, err := identOf(f)
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
 		return true
-	case err != nil || n != len(b):
-		return false
 	}
-	return binary.LittleEndian.Uint64(b[:8]) == st.Dev && binary.LittleEndian.Uint64(b[8:]) == st.Ino
+	return err == nil && dev == st.Dev && ino == st.Ino
+}
+
+// identOf is the identity of the file the copy f was made from.
+func identOf(f *os.File) (dev, ino uint64, err error) {
+	var b [17]byte // one more: a longer value is no identity
+	n, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, b[:])
+	if err == nil && n != 16 {
+		err = unix.ERANGE
+	}
+	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:16]), err
 }

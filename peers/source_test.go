@@ -23,13 +23,13 @@ func TestStatSource(t *testing.T) {
 	unix.Mkfifo(root+"/d/fifo", 0o600)
 	cases := map[string]error{
 		"d/plain":         nil,
-		"d/link":          errLinked,
-		"dirlink/secret":  errLinked,
-		"d/hard":          errLinked,
-		"d/fifo":          errLinked,
+		"d/link":          ErrLinked,
+		"dirlink/secret":  ErrLinked,
+		"d/hard":          ErrLinked,
+		"d/fifo":          ErrLinked,
 		"d/none":          unix.ENOENT,
 		"d/plain/x":       unix.ENOTDIR,
-		"dirlink/missing": errLinked,
+		"dirlink/missing": ErrLinked,
 	}
 	for _, walk := range []bool{false, true} {
 		noOpenat2.Store(walk)
@@ -41,4 +41,23 @@ func TestStatSource(t *testing.T) {
 		}
 	}
 	noOpenat2.Store(false)
+}
+
+// TestStatSourceFindsTheRoot: StatSource checks a path below whichever
+// root holds it, lexically, and refuses one below none.
+func TestStatSourceFindsTheRoot(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(root+"/d", 0o755)
+	os.WriteFile(root+"/d/plain", []byte("p"), 0o644)
+	os.Symlink(root+"/d/plain", root+"/d/link")
+	var st unix.Stat_t
+	if err := StatSource([]string{"/nowhere", root}, root+"/d//plain", &st); err != nil || st.Size != 1 {
+		t.Errorf("a plain file: %v", err)
+	}
+	if err := StatSource([]string{root}, root+"/d/link", &st); !errors.Is(err, ErrLinked) {
+		t.Errorf("a symlink: %v", err)
+	}
+	if err := StatSource([]string{root + "/d"}, root+"/e", &st); err == nil {
+		t.Error("a path below no root accepted")
+	}
 }

@@ -105,7 +105,7 @@ func fetchFrom(t *testing.T, cl *peers.Client, path string, skew time.Duration) 
 		return nil, err
 	}
 	defer dst.Close()
-	if _, err := cl.Fetch(context.Background(), 0, path, fi.Size(), fi.ModTime().Add(skew).UnixNano(), dst); err != nil {
+	if _, err := cl.Fetch(context.Background(), 0, path, fi.Size(), fi.ModTime().Add(skew).UnixNano(), 0, dst); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(dst.Name())

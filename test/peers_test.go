@@ -453,7 +453,7 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		dst, err := os.CreateTemp(c.Dir, "fetched")
 		must(t, err)
 		defer dst.Close()
-		_, err = cl.Fetch(context.Background(), 0, path, st.Size, st.Mtim.Nano(), dst)
+		_, err = cl.Fetch(context.Background(), 0, path, st.Size, st.Mtim.Nano(), 0, dst)
 		b, _ := os.ReadFile(dst.Name())
 		return b, err
 	}
