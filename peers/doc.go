@@ -31,13 +31,14 @@
 //
 // A fetch, as the leader's copy queue is to do it:
 //
+//	var st unix.Stat_t
 //	candidates := []peers.Source{peers.PFS}
-//	if client.Up(holder) {
+//	if peers.StatSource(roots, source, &st) == nil && client.Up(holder) {
 //		candidates = append(candidates, peers.Source(holder))
 //	}
-//	if src := model.Choose(size, candidates); src != peers.PFS {
-//		t := model.Begin(src, size)
-//		n, err := client.Fetch(ctx, holder, source, size, mtime, tmp)
+//	if src := model.Choose(st.Size, candidates); src != peers.PFS {
+//		t := model.Begin(src, st.Size)
+//		n, err := client.Fetch(ctx, holder, source, st.Size, st.Mtim.Nano(), st.Ino, tmp)
 //		t.Done(n)
 //		if err == nil {
 //			// publish tmp as a copy of source, as a copy from the shared filesystem is
