@@ -86,8 +86,8 @@ func answerTag(key, proof []byte, status int) hash.Hash {
 // nonces remembers the nonces of the requests a server accepted, by the
 // second of their time, for as long as their time is within the window:
 // a request replayed within it is refused as seen, after it as expired.
-// It holds what the job's own nodes asked in the last two windows (some
-// 40 bytes a request); a stranger adds nothing, as it has no proof.
+// It holds what the job's own nodes asked in the last two windows (under
+// 100 bytes a request); a stranger adds nothing, as it has no proof.
 type nonces struct {
 	mu     sync.Mutex
 	by     map[int64]map[string]struct{} // second -> nonces; guarded by mu
