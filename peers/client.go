@@ -173,11 +173,11 @@ func (c *Client) peer(node int) (*peer, string, error) {
 // Fetch asks node for its copy of source, which the caller expects to
 // have size bytes and mtime (ns), and, if ino is not 0, to be the inode
 // StatSource found (the peer then asks the shared filesystem nothing),
-// and streams it into dst at dst's offset. It returns the bytes written. On any error the bytes in dst
-// are no copy (the caller discards its temporary file) and the caller
-// takes the file from the shared filesystem; the peer is marked down
-// unless the error was no fault of its own (ErrNotHeld, writing dst, the
-// caller's ctx ending).
+// and streams it into dst at dst's offset. It returns the bytes written.
+// On any error the bytes in dst are no copy (the caller discards its
+// temporary file) and the caller takes the file from the shared
+// filesystem; the peer is marked down unless the error was no fault of
+// its own (ErrNotHeld, writing dst, the caller's ctx ending).
 func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime int64, ino uint64, dst *os.File) (int64, error) {
 	p, addr, err := c.peer(node)
 	if err != nil {
@@ -202,8 +202,7 @@ func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime
 			c.cfg.Log.Warn().Msgf("peers: node %d (%s) sent an answer that failed its check (%v): its bytes are discarded, the file is read from the shared filesystem, and the node is left alone for a while; further ones are only counted",
 				node, addr, err)
 		}
-		p.errs.Add(1)
-		c.settle(p, false)
+		fallthrough
 	default:
 		p.errs.Add(1)
 		c.settle(p, false)
@@ -218,8 +217,8 @@ func (c *Client) timeout(size int64) time.Duration {
 
 // transfer sends one request for target (of size bytes) to the peer at
 // addr within ctx, holding one of its slots, and writes the bytes of its
-// answer into dst. The bytes are a copy only if it returns no error: the tag
-// after them is checked last.
+// answer into dst. The bytes are a copy only if it returns no error:
+// the tag after them is checked last.
 func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, size int64, dst *os.File) (int64, error) {
 	select {
 	case p.slots <- struct{}{}:
