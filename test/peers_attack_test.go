@@ -262,14 +262,15 @@ time.sleep(60)
 	in.Close()
 }
 
-// peerStats is augur stat of the case's job once it shows its peers and
-// the leader has written its counters since (every half second).
+// peerStats is augur stat of the case's job (named: the latest job of
+// the machine may be another test's) once it shows its peers and the
+// leader has written its counters since (every half second).
 func peerStats(t *testing.T, c *Case) shim.Stats {
 	t.Helper()
 	time.Sleep(700 * time.Millisecond)
 	var st shim.Stats
 	waitUntil(t, func() bool {
-		out, err := c.Augur("stat", "--json")
+		out, err := c.Augur("stat", "--json", "--job", jobOfCase(c))
 		st = shim.Stats{}
 		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Peers != nil
 	})

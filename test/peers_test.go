@@ -490,8 +490,10 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		t.Errorf("plain request: %v", err)
 	}
 	time.Sleep(700 * time.Millisecond) // the leader writes its counters every half second
-	out, err := c.Augur("stat", "--json")
-	must(t, err)
+	out, err := c.Augur("stat", "--json", "--job", jobOfCase(c))
+	if err != nil {
+		t.Fatalf("augur stat: %v\n%s", err, out)
+	}
 	var st shim.Stats
 	must(t, json.Unmarshal([]byte(out), &st))
 	if st.Peers == nil {
