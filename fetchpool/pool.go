@@ -81,6 +81,15 @@ type Source interface {
 	BeginPFS(size int64) (done func(n int64))
 }
 
+// A Statter is a Source with its own stat of the files it fills, which
+// the pool then takes instead of tiering.Stat's; an error of it is a
+// decline (the file is copied from the shared filesystem). The peers
+// stat a source without following a symlink below its root, and ask
+// another node only for a file that is the dataset's own.
+type Statter interface {
+	Stat(path string, st *unix.Stat_t) error
+}
+
 // Result reports one finished copy.
 type Result struct {
 	Path     string
@@ -538,8 +547,12 @@ var errDeclined = errors.New("not filled by the source")
 // or failed, its bytes were refused, the tier failed), that copy meets it
 // again if it is the file's or the tier's, and reports it then.
 func (p *Pool) fill(tier *tiering.Tree, path string, commit tiering.Commit) (int64, error) {
+	stat := tiering.Stat
+	if s, ok := p.source.(Statter); ok {
+		stat = s.Stat
+	}
 	var st unix.Stat_t
-	if err := tiering.Stat(path, &st); err != nil {
+	if err := stat(path, &st); err != nil {
 		return 0, err
 	}
 	n, err := tier.PublishFrom(path, &st, func(dst *os.File) (int64, error) {

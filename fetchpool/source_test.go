@@ -199,3 +199,44 @@ func TestGuardAppliesToSourceCopies(t *testing.T) {
 		}
 	}
 }
+
+// statSource is a fakeSource with its own stat (Statter).
+type statSource struct {
+	*fakeSource
+	stat func(path string, st *unix.Stat_t) error
+}
+
+var _ Statter = statSource{}
+
+func (s statSource) Stat(path string, st *unix.Stat_t) error { return s.stat(path, st) }
+
+// A Source's own stat stands in for the pool's: what it says is what
+// Fill is told, and a file it refuses is copied from the shared
+// filesystem without asking Fill.
+func TestSourceStatsItsFiles(t *testing.T) {
+	const size = 10000
+	files, _ := world(t, 1, size)
+	peerCopy, _ := os.ReadFile(files[0])
+	var told unix.Stat_t
+	src := statSource{&fakeSource{fill: func(path string, st *unix.Stat_t, dst *os.File) (int64, bool) {
+		told = *st
+		return serving(peerCopy, size, true)(path, st, dst)
+	}}, func(path string, st *unix.Stat_t) error {
+		err := tiering.Stat(path, st)
+		st.Ino++ // a mark Fill must see
+		return err
+	}}
+	var want unix.Stat_t
+	must(t, tiering.Stat(files[0], &want))
+	if r, _, _ := fetchOne(t, files[0], size, src, nil); r.Err != nil || !r.Peer || told.Ino != want.Ino+1 {
+		t.Errorf("result %+v, Fill told inode %d; want the peer's copy and the Source's stat (%d)", r, told.Ino, want.Ino+1)
+	}
+	refused := statSource{&fakeSource{fill: serving(peerCopy, size, true)}, func(string, *unix.Stat_t) error {
+		return errors.New("linked")
+	}}
+	r, _, tr := fetchOne(t, files[0], size, refused, nil)
+	if r.Err != nil || r.Peer || refused.fills != 0 || refused.pfs != 1 {
+		t.Errorf("result %+v, %d fills, %d from the shared filesystem; want the shared filesystem's copy only", r, refused.fills, refused.pfs)
+	}
+	sameCopy(t, tr, files[0])
+}

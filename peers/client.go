@@ -2,6 +2,9 @@ package peers
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,14 +16,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // ClientConfig tunes a Client. Zero fields take the defaults.
 type ClientConfig struct {
 	Secret string // the job's secret
+	Job    string // the job id: with the secret, the job's key
 	Node   int    // this node's index, named in every request
-	// PerPeer bounds the requests in flight to one peer (default 4): a
-	// node's copy threads must not all wait on one slow peer.
+	Log    zerolog.Logger
+	// PerPeer bounds the requests in flight to one peer, and the
+	// connections kept to it (default 4): a node's copy threads must not
+	// all wait on one slow peer.
 	PerPeer int
 	// Timeout bounds a request (default 10 s), waiting for a slot
 	// included, plus a second for every MinRate bytes of the file.
@@ -33,9 +41,13 @@ type ClientConfig struct {
 	MaxBackoff time.Duration
 }
 
+// defaultPerPeer is ClientConfig.PerPeer's default, which a server's
+// cap on connections counts on (conns.go).
+const defaultPerPeer = 4
+
 func (c *ClientConfig) defaults() {
 	if c.PerPeer <= 0 {
-		c.PerPeer = 4
+		c.PerPeer = defaultPerPeer
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Second
@@ -53,10 +65,13 @@ func (c *ClientConfig) defaults() {
 
 // Client fetches copies from the job's other nodes. It keeps one pool of
 // keep-alive connections for all of them and dials only the addresses it
-// was given: no proxy from the environment, no redirect followed. A
-// peer that fails is marked down for a while; every error of Fetch means
-// the caller takes the file from the shared filesystem. A Client is safe
-// for concurrent use.
+// was given: no proxy from the environment, no redirect followed. It
+// writes a peer's bytes where the caller asked only as they come, and
+// reports them a copy only once the answer's tag after them is right
+// (auth.go). A peer that fails, or whose answer fails its check, is
+// marked down for a while; every error of Fetch means the caller takes
+// the file from the shared filesystem. A Client is safe for concurrent
+// use.
 type Client struct {
 	cfg   ClientConfig
 	key   []byte
@@ -64,11 +79,12 @@ type Client struct {
 	hc    *http.Client
 	peers []*peer
 	now   func() time.Time // the clock of the backoff; tests move it
+	said  atomic.Bool      // a forged answer was logged
 }
 
 type peer struct {
-	slots                        chan struct{} // one token per request in flight
-	bytesIn, filesIn, errs, miss atomic.Int64
+	slots                                chan struct{} // one token per request in flight
+	bytesIn, filesIn, errs, miss, forged atomic.Int64
 
 	mu      sync.Mutex
 	addr    string        // "" while unknown; guarded by mu
@@ -85,8 +101,11 @@ func NewClient(cfg ClientConfig, addrs []string) (*Client, error) {
 	if cfg.Node < 0 || cfg.Node >= len(addrs) {
 		return nil, fmt.Errorf("peer client: node %d of %d", cfg.Node, len(addrs))
 	}
+	if err := checkJob(cfg.Job); err != nil || cfg.Job == "" {
+		return nil, fmt.Errorf("peer client: job id %q: a job needs one, usable as a directory name", cfg.Job)
+	}
 	cfg.defaults()
-	c := &Client{cfg: cfg, key: []byte(cfg.Secret), now: time.Now}
+	c := &Client{cfg: cfg, key: jobKey(cfg.Secret, cfg.Job), now: time.Now}
 	c.tr = &http.Transport{
 		Proxy:                 nil, // a proxy is an address outside the job
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -94,7 +113,7 @@ func NewClient(cfg ClientConfig, addrs []string) (*Client, error) {
 		MaxConnsPerHost:       cfg.PerPeer,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: cfg.Timeout,
-		DisableCompression:    true, // the bytes must be the copy's, and sendfile sends them as they are
+		DisableCompression:    true, // the bytes must be the copy's, as the tag covers them
 	}
 	c.hc = &http.Client{Transport: c.tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // a redirect would lead to an address outside the job
@@ -152,20 +171,21 @@ func (c *Client) peer(node int) (*peer, string, error) {
 }
 
 // Fetch asks node for its copy of source, which the caller expects to
-// have size bytes and mtime (ns), and streams it into dst at dst's
-// offset. It returns the bytes written. On any error the bytes in dst
-// are no copy (the caller discards its temporary file) and the caller
-// takes the file from the shared filesystem; the peer is marked down
-// unless the error was no fault of its own (ErrNotHeld, writing dst, the
-// caller's ctx ending).
-func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime int64, dst *os.File) (int64, error) {
+// have size bytes and mtime (ns), and, if ino is not 0, to be the inode
+// StatSource found (the peer then asks the shared filesystem nothing),
+// and streams it into dst at dst's offset. It returns the bytes written.
+// On any error the bytes in dst are no copy (the caller discards its
+// temporary file) and the caller takes the file from the shared
+// filesystem; the peer is marked down unless the error was no fault of
+// its own (ErrNotHeld, writing dst, the caller's ctx ending).
+func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime int64, ino uint64, dst *os.File) (int64, error) {
 	p, addr, err := c.peer(node)
 	if err != nil {
 		return 0, fmt.Errorf("peer %d: %w", node, err)
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.timeout(size))
 	defer cancel()
-	n, err := c.transfer(tctx, p, addr, source, size, mtime, dst)
+	n, err := c.transfer(tctx, p, addr, query(source, size, mtime, ino, c.cfg.Node, node, time.Now()), size, dst)
 	var werr *writeError
 	switch {
 	case err == nil:
@@ -176,6 +196,13 @@ func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime
 	case errors.Is(err, ErrNotHeld):
 		p.miss.Add(1)
 	case errors.As(err, &werr) || ctx.Err() != nil:
+	case errors.Is(err, ErrForged):
+		p.forged.Add(1)
+		if c.said.CompareAndSwap(false, true) {
+			c.cfg.Log.Warn().Msgf("peers: node %d (%s) sent an answer that failed its check (%v): its bytes are discarded, the file is read from the shared filesystem, and the node is left alone for a while; further ones are only counted",
+				node, addr, err)
+		}
+		fallthrough
 	default:
 		p.errs.Add(1)
 		c.settle(p, false)
@@ -188,53 +215,75 @@ func (c *Client) timeout(size int64) time.Duration {
 	return c.cfg.Timeout + time.Duration(size/c.cfg.MinRate)*time.Second
 }
 
-// transfer sends one request within ctx, holding one of the peer's slots.
-func (c *Client) transfer(ctx context.Context, p *peer, addr, source string, size, mtime int64, dst *os.File) (int64, error) {
+// transfer sends one request for target (of size bytes) to the peer at
+// addr within ctx, holding one of its slots, and writes the bytes of its
+// answer into dst. The bytes are a copy only if it returns no error:
+// the tag after them is checked last.
+func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, size int64, dst *os.File) (int64, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+query(source, size, mtime, c.cfg.Node), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+target, nil)
 	if err != nil {
 		return 0, err
 	}
-	sign(req, c.key)
+	proof := sign(req, c.key)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if err := answer(resp, size); err != nil {
+	if err := c.answer(resp, size, proof); err != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // a short error body: keep the connection
 		return 0, err
 	}
-	n, err := io.Copy(&fileWriter{f: dst}, io.LimitReader(resp.Body, size+1))
-	if err == nil && n != size {
-		err = fmt.Errorf("%w: %d bytes, %d expected", ErrLength, n, size)
+	tag := answerTag(c.key, proof, http.StatusOK)
+	n, err := io.Copy(&fileWriter{f: dst}, io.TeeReader(io.LimitReader(resp.Body, size), tag))
+	if err != nil {
+		return n, err
 	}
-	return n, err
+	var got [tagLen]byte
+	if m, err := io.ReadFull(resp.Body, got[:]); n != size || err != nil {
+		return n, fmt.Errorf("%w: %d bytes and %d of the tag, %d expected", ErrLength, n, m, size)
+	}
+	if !hmac.Equal(got[:], tag.Sum(nil)) {
+		return n, fmt.Errorf("%w: the tag after the %d bytes is not theirs", ErrForged, n)
+	}
+	return n, nil
 }
 
-// query is the request target for source on a peer.
-func query(source string, size, mtime int64, from int) string {
+// query is the request target for source, asked by node from of node to
+// at the time at, with a fresh nonce.
+func query(source string, size, mtime int64, ino uint64, from, to int, at time.Time) string {
+	var nonce [16]byte
+	rand.Read(nonce[:])
 	v := url.Values{"path": {source}, "size": {strconv.FormatInt(size, 10)},
-		"mtime": {strconv.FormatInt(mtime, 10)}, "from": {strconv.Itoa(from)}}
+		"mtime": {strconv.FormatInt(mtime, 10)}, "ino": {strconv.FormatUint(ino, 10)},
+		"from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)},
+		"t": {strconv.FormatInt(at.Unix(), 10)}, "n": {hex.EncodeToString(nonce[:])}}
 	return copyEndpoint + "?" + v.Encode()
 }
 
-// answer checks the status and announced length of a response.
-func answer(resp *http.Response, size int64) error {
+// answer checks the status and announced length of a response. A "not
+// held" counts only with its tag: anything else a stranger could say to
+// keep a node from its peers is the peer's fault.
+func (c *Client) answer(resp *http.Response, size int64, proof []byte) error {
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound, http.StatusConflict:
+		got, err := hex.DecodeString(resp.Header.Get(answerHeader))
+		if err != nil || !hmac.Equal(got, answerTag(c.key, proof, resp.StatusCode).Sum(nil)) {
+			return fmt.Errorf("%w: %s without its tag", ErrForged, resp.Status)
+		}
 		return ErrNotHeld
 	default:
 		return fmt.Errorf("%w: %s", ErrRefused, resp.Status)
 	}
-	if resp.ContentLength != size {
-		return fmt.Errorf("%w: %d bytes announced, %d expected", ErrLength, resp.ContentLength, size)
+	if resp.ContentLength != size+tagLen {
+		return fmt.Errorf("%w: %d bytes announced, %d and the tag expected", ErrLength, resp.ContentLength, size)
 	}
 	return nil
 }
@@ -283,6 +332,7 @@ type PeerStats struct {
 	BytesIn int64         `json:"peer_bytes_in"`
 	FilesIn int64         `json:"peer_files_in"`
 	Errors  int64         `json:"peer_errors"` // failures that marked it down
+	Forged  int64         `json:"peer_forged"` // of those, answers that failed their check
 	Misses  int64         `json:"peer_misses"` // asked for a copy it did not hold
 	Down    bool          `json:"peer_down"`
 	Backoff time.Duration `json:"peer_backoff_ns"`
@@ -296,7 +346,7 @@ func (c *Client) Stats() []PeerStats {
 	for i, p := range c.peers {
 		p.mu.Lock()
 		st = append(st, PeerStats{Node: i, Addr: p.addr, BytesIn: p.bytesIn.Load(), FilesIn: p.filesIn.Load(),
-			Errors: p.errs.Load(), Misses: p.miss.Load(), Down: now.Before(p.until), Backoff: p.backoff})
+			Errors: p.errs.Load(), Forged: p.forged.Load(), Misses: p.miss.Load(), Down: now.Before(p.until), Backoff: p.backoff})
 		p.mu.Unlock()
 	}
 	return st

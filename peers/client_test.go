@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // fakePeer serves handler on 127.0.0.1 and returns its address.
@@ -26,7 +29,7 @@ func fakePeer(t *testing.T, handler http.HandlerFunc) string {
 func newClient(t *testing.T, cfg ClientConfig, addr string) *Client {
 	t.Helper()
 	if cfg.Secret == "" {
-		cfg.Secret = testSecret
+		cfg.Secret, cfg.Job = testSecret, testJob
 	}
 	c, err := NewClient(cfg, []string{"", addr})
 	if err != nil {
@@ -54,7 +57,7 @@ func TestFetchFromAPeer(t *testing.T) {
 	size, mtime := ident(t, a)
 	c := newClient(t, ClientConfig{}, tc.addr)
 	dst := tempFile(t)
-	n, err := c.Fetch(context.Background(), 1, a, size, mtime, dst)
+	n, err := c.Fetch(context.Background(), 1, a, size, mtime, 0, dst)
 	if err != nil || n != size {
 		t.Fatalf("Fetch: %d, %v", n, err)
 	}
@@ -64,7 +67,7 @@ func TestFetchFromAPeer(t *testing.T) {
 		path        string
 		size, mtime int64
 	}{{tc.root + "/b", 1, mtime}, {a, size, mtime + 1}, {a, size - 1, mtime}} {
-		if _, err := c.Fetch(context.Background(), 1, miss.path, miss.size, miss.mtime, tempFile(t)); !errors.Is(err, ErrNotHeld) {
+		if _, err := c.Fetch(context.Background(), 1, miss.path, miss.size, miss.mtime, 0, tempFile(t)); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("%+v: %v; want ErrNotHeld", miss, err)
 		}
 	}
@@ -76,7 +79,7 @@ func TestFetchFromAPeer(t *testing.T) {
 		t.Errorf("server stats %+v", out)
 	}
 	for _, node := range []int{0, 2, -1} {
-		if _, err := c.Fetch(context.Background(), node, a, size, mtime, tempFile(t)); !errors.Is(err, ErrNoPeer) {
+		if _, err := c.Fetch(context.Background(), node, a, size, mtime, 0, tempFile(t)); !errors.Is(err, ErrNoPeer) {
 			t.Errorf("node %d: %v; want ErrNoPeer", node, err)
 		}
 	}
@@ -93,14 +96,13 @@ func TestFetchBacksOff(t *testing.T) {
 			http.Error(w, "no", http.StatusInternalServerError)
 			return
 		}
-		w.Header().Set("Content-Length", "3")
-		w.Write([]byte("abc"))
+		answerWith(w, r, []byte("abc"))
 	})
 	c := newClient(t, ClientConfig{Backoff: time.Second, MaxBackoff: 4 * time.Second}, addr)
 	clock := time.Unix(1000, 0)
 	c.now = func() time.Time { return clock }
 	fetch := func() error {
-		_, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t))
+		_, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t))
 		return err
 	}
 	fail.Store(true)
@@ -132,8 +134,9 @@ func TestFetchBacksOff(t *testing.T) {
 	}
 }
 
-// TestFetchChecksTheLength: a body longer or shorter than the file, or
-// of unannounced length, is refused and the peer marked down.
+// TestFetchChecksTheLength: a body longer or shorter than the file and
+// its tag, or of unannounced length, is refused and the peer marked
+// down.
 func TestFetchChecksTheLength(t *testing.T) {
 	const size = 10000
 	body := strings.Repeat("x", size+5)
@@ -155,7 +158,7 @@ func TestFetchChecksTheLength(t *testing.T) {
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := newClient(t, ClientConfig{}, fakePeer(t, h))
-			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, tempFile(t))
+			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, 0, tempFile(t))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -164,6 +167,68 @@ func TestFetchChecksTheLength(t *testing.T) {
 			}
 			if c.Up(1) || c.Stats()[1].Errors != 1 {
 				t.Errorf("not marked down: %+v", c.Stats()[1])
+			}
+		})
+	}
+}
+
+// TestFetchChecksTheAnswer: an answer not made with the job's key for
+// this request (forged, replayed from another request, another job's,
+// a "not held" without its tag) or cut short is a peer error: the peer
+// is marked down, the forged ones counted and the first logged.
+func TestFetchChecksTheAnswer(t *testing.T) {
+	const size = 1000
+	body := []byte(strings.Repeat("F", size))
+	tagged := func(key []byte, proof func(*http.Request) []byte) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			tag := answerTag(key, proof(r), http.StatusOK)
+			tag.Write(body)
+			w.Header().Set("Content-Length", strconv.Itoa(size+tagLen))
+			w.Write(body)
+			w.Write(tag.Sum(nil))
+		}
+	}
+	itsProof := func(r *http.Request) []byte { p, _ := hex.DecodeString(r.Header.Get(authHeader)); return p }
+	otherProof := func(*http.Request) []byte {
+		return requestMAC(testKey, "GET", query("/pfs/a", size, 1, 0, 0, 1, time.Now()))
+	}
+	cases := []struct {
+		name    string
+		h       http.HandlerFunc
+		want    error
+		counted int64 // as forged
+	}{
+		{"forged", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size+tagLen))
+			w.Write(body)
+			w.Write(make([]byte, tagLen))
+		}, ErrForged, 1},
+		{"another request's", tagged(testKey, otherProof), ErrForged, 1},
+		{"another job's", tagged(jobKey(testSecret, "job-other"), itsProof), ErrForged, 1},
+		{"not held, untagged", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, ErrForged, 1},
+		{"truncated", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size+tagLen))
+			w.Write(body)
+		}, ErrLength, 0},
+		{"theirs", tagged(testKey, itsProof), nil, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logged strings.Builder
+			c := newClient(t, ClientConfig{Log: zerolog.New(&logged)}, fakePeer(t, tc.h))
+			_, err := c.Fetch(context.Background(), 1, "/pfs/a", size, 1, 0, tempFile(t))
+			st := c.Stats()[1]
+			if tc.want == nil {
+				if err != nil || !c.Up(1) || st.FilesIn != 1 {
+					t.Fatalf("the peer's own answer: %v, %+v", err, st)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || c.Up(1) || st.Errors != 1 || st.Forged != tc.counted || st.FilesIn != 0 {
+				t.Errorf("%v, %+v; want %v, the peer down, %d forged", err, st, tc.want, tc.counted)
+			}
+			if lines := strings.Count(logged.String(), "\n"); lines != int(tc.counted) {
+				t.Errorf("logged %d times: %s", lines, logged.String())
 			}
 		})
 	}
@@ -185,7 +250,7 @@ func hangingPeer(t *testing.T) string {
 func TestFetchTimesOut(t *testing.T) {
 	c := newClient(t, ClientConfig{Timeout: 200 * time.Millisecond}, hangingPeer(t))
 	start := time.Now()
-	_, err := c.Fetch(context.Background(), 1, "/pfs/a", 100, 1, tempFile(t))
+	_, err := c.Fetch(context.Background(), 1, "/pfs/a", 100, 1, 0, tempFile(t))
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("%v after %v", err, time.Since(start))
 	}
@@ -198,7 +263,7 @@ func TestFetchCancelledIsNotThePeersFault(t *testing.T) {
 	c := newClient(t, ClientConfig{Timeout: 5 * time.Second}, hangingPeer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Fetch(ctx, 1, "/pfs/a", 100, 1, tempFile(t)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Fetch(ctx, 1, "/pfs/a", 100, 1, 0, tempFile(t)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v; want the caller's deadline", err)
 	}
 	if !c.Up(1) || c.Stats()[1].Errors != 0 {
@@ -207,17 +272,14 @@ func TestFetchCancelledIsNotThePeersFault(t *testing.T) {
 }
 
 func TestFetchWriteFailureIsNotThePeersFault(t *testing.T) {
-	addr := fakePeer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "3")
-		w.Write([]byte("abc"))
-	})
+	addr := fakePeer(t, func(w http.ResponseWriter, r *http.Request) { answerWith(w, r, []byte("abc")) })
 	c := newClient(t, ClientConfig{}, addr)
 	ro, err := os.Open(tempFile(t).Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, ro); err == nil || !strings.Contains(err.Error(), "writing the copy") {
+	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, ro); err == nil || !strings.Contains(err.Error(), "writing the copy") {
 		t.Fatalf("%v; want a write error", err)
 	}
 	if !c.Up(1) {
@@ -233,14 +295,13 @@ func TestFetchBoundsRequestsPerPeer(t *testing.T) {
 		}
 		time.Sleep(30 * time.Millisecond)
 		active.Add(-1)
-		w.Header().Set("Content-Length", "3")
-		w.Write([]byte("abc"))
+		answerWith(w, r, []byte("abc"))
 	})
 	c := newClient(t, ClientConfig{PerPeer: 2}, addr)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t)); err != nil {
+			if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -260,7 +321,7 @@ func TestFetchFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, "http://"+other+r.RequestURI, http.StatusFound)
 	})
 	c := newClient(t, ClientConfig{}, addr)
-	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, tempFile(t)); !errors.Is(err, ErrRefused) {
+	if _, err := c.Fetch(context.Background(), 1, "/pfs/a", 3, 1, 0, tempFile(t)); !errors.Is(err, ErrRefused) {
 		t.Errorf("%v; want ErrRefused", err)
 	}
 	if visits.Load() != 0 {
@@ -273,10 +334,12 @@ func TestNewClientChecks(t *testing.T) {
 		cfg   ClientConfig
 		addrs []string
 	}{
-		{ClientConfig{Secret: "short"}, []string{"", "127.0.0.1:1"}},
-		{ClientConfig{Secret: testSecret, Node: 2}, []string{"", "127.0.0.1:1"}},
-		{ClientConfig{Secret: testSecret}, []string{"", "0.0.0.0:1"}},
-		{ClientConfig{Secret: testSecret}, []string{"", "127.0.0.1"}},
+		{ClientConfig{Secret: "short", Job: testJob}, []string{"", "127.0.0.1:1"}},
+		{ClientConfig{Secret: testSecret, Job: testJob, Node: 2}, []string{"", "127.0.0.1:1"}},
+		{ClientConfig{Secret: testSecret, Job: testJob}, []string{"", "0.0.0.0:1"}},
+		{ClientConfig{Secret: testSecret, Job: testJob}, []string{"", "127.0.0.1"}},
+		{ClientConfig{Secret: testSecret}, []string{"", "127.0.0.1:1"}},
+		{ClientConfig{Secret: testSecret, Job: "a b"}, []string{"", "127.0.0.1:1"}},
 	} {
 		if _, err := NewClient(tc.cfg, tc.addrs); err == nil {
 			t.Errorf("%+v %q accepted", tc.cfg, tc.addrs)

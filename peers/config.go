@@ -33,9 +33,10 @@ type Config struct {
 	// Listen is the address this node's leader binds (host:port, port 0
 	// for any); by default its entry in Peers, else this host's name.
 	Listen string `toml:"listen"`
-	// Secret authenticates every request between the job's nodes. With
-	// a rendezvous directory it may be left out: the first leader then
-	// creates one there.
+	// Secret authenticates everything between the job's nodes, through a
+	// key derived from it and Job (so a secret used by many jobs gives
+	// each its own key). With a rendezvous directory it may be left out:
+	// the first leader then creates one there.
 	Secret string `toml:"secret"`
 	// PFSWeight weighs the shared filesystem's expected delivery time
 	// against a peer's (ModelConfig.PFSWeight); 0 takes the default.
@@ -318,6 +319,12 @@ func (c *Config) checkSecret() error {
 	}
 	if err := checkSecret(c.Secret); err != nil {
 		return fmt.Errorf("peer secret (%s): %w", c.origin("secret"), err)
+	}
+	if c.Job == "" && c.Enabled() && c.Rendezvous == "" {
+		return errors.New("a listed set of peers needs a job id shared by all nodes (AUGUR_JOB, or SLURM_JOB_ID or TORCHELASTIC_RUN_ID under their launchers): the job's key is derived from the secret and the job id, so that one job's requests are nothing to another")
+	}
+	if err := checkJob(c.Job); err != nil && c.Rendezvous == "" {
+		return fmt.Errorf("job id %q (%s): %w", c.Job, c.origin("job"), err)
 	}
 	return nil
 }

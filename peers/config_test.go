@@ -89,7 +89,11 @@ func TestValidate(t *testing.T) {
 	}{
 		{"one node", nil, nil},
 		{"listed", map[string]string{"AUGUR_NODE_RANK": "1", "AUGUR_PEERS": "127.0.0.1:7001,127.0.0.2:7001,n3.cluster:7001",
-			"AUGUR_PEER_SECRET": secret}, nil},
+			"AUGUR_PEER_SECRET": secret, "TORCHELASTIC_RUN_ID": "run-1"}, nil},
+		{"listed without a job", map[string]string{"AUGUR_NODE_RANK": "1", "AUGUR_PEERS": "127.0.0.1:7001,127.0.0.2:7001",
+			"AUGUR_PEER_SECRET": secret}, []string{"a listed set of peers needs a job id shared by all nodes"}},
+		{"listed with a bad job", map[string]string{"AUGUR_NODE_RANK": "1", "AUGUR_PEERS": "127.0.0.1:7001,127.0.0.2:7001",
+			"AUGUR_PEER_SECRET": secret, "AUGUR_JOB": "a/b"}, []string{`job id "a/b" (AUGUR_JOB): has '/'`}},
 		{"rendezvous", map[string]string{"SLURM_NODEID": "0", "SLURM_NNODES": "2", "SLURM_JOB_ID": "12",
 			"AUGUR_RENDEZVOUS": "/shared/rdv"}, nil},
 		{"rendezvous with listen", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_NODES": "2", "AUGUR_JOB": "a",
@@ -134,7 +138,7 @@ func TestValidate(t *testing.T) {
 		{"pfs weight below 1", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_PEERS": "a:1,b:1", "AUGUR_PEER_SECRET": secret,
 			"AUGUR_PEER_PFS_WEIGHT": "0.5"}, []string{"pfs_weight (AUGUR_PEER_PFS_WEIGHT) is 0.5: 1 (time alone decides) to 1e6"}},
 		{"pfs weight", map[string]string{"AUGUR_NODE_RANK": "0", "AUGUR_PEERS": "a:1,b:1", "AUGUR_PEER_SECRET": secret,
-			"AUGUR_PEER_PFS_WEIGHT": "1000"}, nil},
+			"AUGUR_JOB": "j", "AUGUR_PEER_PFS_WEIGHT": "1000"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

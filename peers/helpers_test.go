@@ -2,19 +2,27 @@ package peers
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/augur-hpc/augur/tiering"
 )
 
-const testSecret = "test-secret-0123456789"
+const (
+	testSecret = "test-secret-0123456789"
+	testJob    = "job-test"
+)
+
+// testKey is the test job's key.
+var testKey = jobKey(testSecret, testJob)
 
 // testCase is one node's dataset root, two tiers and peer server, on a
 // loopback address.
@@ -24,11 +32,13 @@ type testCase struct {
 	root  string   // the dataset root
 	tiers []string // tier directories, fastest first
 	srv   *Server
+	node  int    // srv's node index
 	addr  string // where srv listens
 }
 
 // newTestCase makes the directories and starts a server on host
-// (a 127.0.0.0/8 address) for a job of nodes nodes.
+// (a 127.0.0.0/8 address) for a job of nodes nodes, as node 1 of them
+// (node 0 of one): a client of node 0 asks it as node 1.
 func newTestCase(t *testing.T, host string, nodes int) *testCase {
 	t.Helper()
 	return newTestCaseWith(t, host, nodes, func(*testCase, *ServerConfig) {})
@@ -44,8 +54,9 @@ func newTestCaseWith(t *testing.T, host string, nodes int, set func(*testCase, *
 	if err := os.MkdirAll(tc.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := ServerConfig{Roots: []string{tc.root}, Tiers: tc.tiers, Secret: testSecret, Nodes: nodes}
+	cfg := ServerConfig{Roots: []string{tc.root}, Tiers: tc.tiers, Secret: testSecret, Job: testJob, Node: min(1, nodes-1), Nodes: nodes}
 	set(tc, &cfg)
+	tc.node = cfg.Node
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +119,16 @@ func ident(t *testing.T, path string) (int64, int64) {
 	return fi.Size(), fi.ModTime().UnixNano()
 }
 
-// get sends a request for target to the server, signed with secret
-// unless it is "", with the given Range unless "", and returns the
-// status and body.
+// ask is the target of a request from node from to the test case's
+// server, made now.
+func (tc *testCase) ask(source string, size, mtime int64, from int) string {
+	return query(source, size, mtime, 0, from, tc.node, time.Now())
+}
+
+// get sends a request for target to the server, signed with the key of
+// secret and the test job unless secret is "", with the given Range
+// unless "", and returns the status and body. The answer's tag is
+// checked and taken off a body.
 func (tc *testCase) get(method, target, secret, rng string) (int, []byte) {
 	tc.t.Helper()
 	req, err := http.NewRequest(method, "http://"+tc.addr+target, nil)
@@ -120,8 +138,9 @@ func (tc *testCase) get(method, target, secret, rng string) (int, []byte) {
 	if rng != "" {
 		req.Header.Set("Range", rng)
 	}
+	var proof []byte
 	if secret != "" {
-		sign(req, []byte(secret))
+		proof = sign(req, jobKey(secret, testJob))
 	}
 	hc := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	resp, err := hc.Do(req)
@@ -133,7 +152,29 @@ func (tc *testCase) get(method, target, secret, rng string) (int, []byte) {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
+	if resp.StatusCode == http.StatusOK {
+		if len(body) < tagLen {
+			tc.t.Fatalf("a body of %d bytes has no tag", len(body))
+		}
+		body, got := body[:len(body)-tagLen], body[len(body)-tagLen:]
+		tag := answerTag(testKey, proof, http.StatusOK)
+		tag.Write(body)
+		if !bytes.Equal(got, tag.Sum(nil)) {
+			tc.t.Errorf("the answer's tag is wrong")
+		}
+		return resp.StatusCode, body
+	}
 	return resp.StatusCode, body
+}
+
+// answerWith answers r as a server of the test job would, with body.
+func answerWith(w http.ResponseWriter, r *http.Request, body []byte) {
+	proof, _ := hex.DecodeString(r.Header.Get(authHeader))
+	tag := answerTag(testKey, proof, http.StatusOK)
+	tag.Write(body)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+tagLen))
+	w.Write(body)
+	w.Write(tag.Sum(nil))
 }
 
 // notServed is the server's count of requests not served for reason.

@@ -42,7 +42,7 @@ func startNode(t *testing.T, i, n int, rdv, root string) (*node, error) {
 	// A shared filesystem far slower than the peers: whatever the peers
 	// measure on loopback, they stay the faster source.
 	nd := &node{index: i, tiers: []string{t.TempDir() + "/ram"}, model: NewModel(n, ModelConfig{PFSPrior: 10e3})}
-	if nd.srv, err = NewServer(ServerConfig{Roots: []string{root}, Tiers: nd.tiers, Secret: secret, Nodes: n}); err != nil {
+	if nd.srv, err = NewServer(ServerConfig{Roots: []string{root}, Tiers: nd.tiers, Secret: secret, Job: cfg.Job, Node: i, Nodes: n}); err != nil {
 		return nil, err
 	}
 	listen, err := cfg.ListenAddr()
@@ -61,7 +61,7 @@ func startNode(t *testing.T, i, n int, rdv, root string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nd.client, err = NewClient(ClientConfig{Secret: secret, Node: i, Backoff: time.Minute}, addrs)
+	nd.client, err = NewClient(ClientConfig{Secret: secret, Job: cfg.Job, Node: i, Backoff: time.Minute}, addrs)
 	return nd, err
 }
 
@@ -81,7 +81,7 @@ func (nd *node) get(owner int, source string, dst *os.File) (Source, error) {
 	}
 	if s := nd.model.Choose(size, candidates); s != PFS {
 		tr := nd.model.Begin(s, size)
-		n, err := nd.client.Fetch(context.Background(), owner, source, size, mtime, dst)
+		n, err := nd.client.Fetch(context.Background(), owner, source, size, mtime, 0, dst)
 		tr.Done(n)
 		if err == nil {
 			return s, nil

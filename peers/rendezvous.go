@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,16 +18,22 @@ import (
 
 // Rendezvous is where a job's leaders meet: the directory <dir>/<job> on
 // a filesystem every node mounts. It holds node-<i>, node i's address,
-// and secret, the job's key. The directory and everything in it must be
-// the user's and written by no one else (a shared filesystem is a shared
-// place: another user must not be able to point us at their listener);
-// the secret must be readable by no one else. Every file is written
-// under a temporary name and renamed (or linked) into place, so a reader
-// on another node sees a whole file or none, and each method enters the
-// directory afresh with O_NOFOLLOW: the leader lives in a host program
-// that may close descriptors it does not own.
+// and secret, the job's key. Its whole path is checked as a tier's is (a
+// shared filesystem is a shared place: another user must not be able to
+// point us at their listener, or at a directory of ours they moved
+// there): <dir>, <dir>/<job> and everything in them must be the user's
+// and written by no one else, and every directory above <dir> root's or
+// the user's, sticky where others may write it, with no symlink on the
+// way (tiering.UntrustedAbove); the secret must be readable by no one
+// else. Every file is written under a temporary name and renamed (or
+// linked) into place, so a reader on another node sees a whole file or
+// none, and each method enters <dir> and then <job> afresh with
+// O_NOFOLLOW: the leader lives in a host program that may close
+// descriptors it does not own.
 type Rendezvous struct {
 	Dir   string // <dir>/<job>
+	base  string // <dir>
+	job   string
 	nodes int
 }
 
@@ -38,17 +45,30 @@ const (
 )
 
 // OpenRendezvous creates <dir> (its last component only) and <dir>/<job>
-// as needed, mode 0700, and checks that the job's directory is this
-// user's and not writable by others.
+// as needed, mode 0700, and checks the whole path.
 func OpenRendezvous(dir, job string, nodes int) (*Rendezvous, error) {
 	if err := checkJob(job); err != nil {
 		return nil, fmt.Errorf("rendezvous: job id %q %w", job, err)
 	}
-	r := &Rendezvous{Dir: strings.TrimRight(dir, "/") + "/" + job, nodes: nodes}
-	for _, d := range []string{dir, r.Dir} {
-		if err := unix.Mkdir(d, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("rendezvous: mkdir %s: %w", d, err)
-		}
+	base := filepath.Clean(dir)
+	if base == "/" {
+		return nil, errors.New("rendezvous: / is not a rendezvous directory")
+	}
+	r := &Rendezvous{Dir: base + "/" + job, base: base, job: job, nodes: nodes}
+	if err := tiering.UntrustedAbove(base); err != nil {
+		return nil, fmt.Errorf("rendezvous %s: %w", base, err)
+	}
+	if err := unix.Mkdir(base, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("rendezvous: mkdir %s: %w", base, err)
+	}
+	bfd, err := tiering.OpenDir(unix.AT_FDCWD, base, base)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: %w", err)
+	}
+	err = unix.Mkdirat(bfd, job, 0o700)
+	unix.Close(bfd)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("rendezvous: mkdir %s: %w", r.Dir, err)
 	}
 	fd, err := r.open()
 	if err != nil {
@@ -58,26 +78,16 @@ func OpenRendezvous(dir, job string, nodes int) (*Rendezvous, error) {
 	return r, nil
 }
 
-// open enters the job's directory without following a symlink and
-// checks it. The caller closes the descriptor.
+// open enters <dir> and the job's directory in it without following a
+// symlink, and checks both. The caller closes the descriptor.
 func (r *Rendezvous) open() (int, error) {
-	fd, err := unix.Open(r.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	bfd, err := tiering.OpenDir(unix.AT_FDCWD, r.base, r.base)
 	if err != nil {
-		var st unix.Stat_t
-		if unix.Lstat(r.Dir, &st) == nil {
-			if uerr := tiering.Untrusted(r.Dir, &st, unix.S_IFDIR); uerr != nil {
-				return -1, fmt.Errorf("rendezvous: %w", uerr)
-			}
-		}
-		return -1, fmt.Errorf("rendezvous: open %s: %w", r.Dir, err)
+		return -1, fmt.Errorf("rendezvous: %w", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("rendezvous: stat %s: %w", r.Dir, err)
-	}
-	if err := tiering.Untrusted(r.Dir, &st, unix.S_IFDIR); err != nil {
-		unix.Close(fd)
+	fd, err := tiering.OpenDir(bfd, r.job, r.Dir)
+	unix.Close(bfd)
+	if err != nil {
 		return -1, fmt.Errorf("rendezvous: %w", err)
 	}
 	return fd, nil

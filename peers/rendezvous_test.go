@@ -224,3 +224,55 @@ func TestAwaitIsBounded(t *testing.T) {
 		t.Errorf("waited %v", e)
 	}
 }
+
+// TestRendezvousChecksTheWholePath: a rendezvous directory that another
+// user made first, or that sits in a directory others may write (not
+// sticky), or below a symlink, or whose parent another user owns, is
+// refused: someone else could put a job directory of their choosing
+// there, or one of ours with stale addresses.
+func TestRendezvousChecksTheWholePath(t *testing.T) {
+	base := t.TempDir()
+	for _, c := range []struct {
+		name, dir, want string
+		setup           func(dir string)
+	}{
+		{"made first by another user", base + "/theirs", "is owned by uid 65534", func(dir string) {
+			os.Mkdir(dir, 0o777)
+			os.Chmod(dir, 0o777)
+			os.Chown(dir, 65534, 65534)
+		}},
+		{"ours, open to all", base + "/open", "is writable by group or others", func(dir string) {
+			os.Mkdir(dir, 0o777)
+			os.Chmod(dir, 0o777)
+		}},
+		{"in a directory all may write", base + "/shared/rdv", base + "/shared is writable by group or others and not sticky", func(string) {
+			os.Mkdir(base+"/shared", 0o777)
+			os.Chmod(base+"/shared", 0o777)
+		}},
+		{"below a symlink", base + "/via/rdv", base + "/via is a symbolic link", func(string) {
+			os.Mkdir(base+"/real", 0o700)
+			os.Symlink(base+"/real", base+"/via")
+		}},
+		{"in another user's directory", base + "/nobodys/rdv", base + "/nobodys is owned by uid 65534", func(string) {
+			os.Mkdir(base+"/nobodys", 0o755)
+			os.Chown(base+"/nobodys", 65534, 65534)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if strings.Contains(c.want, "65534") && os.Geteuid() != 0 {
+				t.Fatal("this case needs root, to give a directory to nobody")
+			}
+			c.setup(c.dir)
+			_, err := OpenRendezvous(c.dir, "j", 2)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v; want an error saying %q", err, c.want)
+			}
+		})
+	}
+	sticky := base + "/sticky"
+	os.Mkdir(sticky, 0o777)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	if _, err := OpenRendezvous(sticky+"/rdv", "j", 2); err != nil {
+		t.Errorf("in a sticky directory all may write, as /tmp: %v", err)
+	}
+}

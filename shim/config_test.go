@@ -287,6 +287,7 @@ nodes = 3
 node = 1
 peers = ["127.0.0.1:7001", "127.0.0.2:7001", "127.0.0.3:7001"]
 secret = "0123456789abcdef0123"
+job = "j1"
 `), 0o600))
 	t.Setenv("AUGUR_CONFIG", cfg)
 	t.Setenv("AUGUR_TIERS", dir+"/ram:1MiB")

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/augur-hpc/augur/fetchpool"
 	"github.com/augur-hpc/augur/peers"
 	"golang.org/x/sys/unix"
 )
@@ -22,7 +23,8 @@ import (
 type peering struct {
 	l      *Leader
 	cfg    peers.Config
-	addr   string // where this node serves
+	roots  []string // the dataset's roots, as configured and resolved
+	addr   string   // where this node serves
 	srv    *peers.Server
 	client *peers.Client
 	model  *peers.Model
@@ -33,6 +35,11 @@ type peering struct {
 	holder atomic.Pointer[holderFunc] // the policy's; nil until it has one
 	demand atomic.Pointer[demandFunc] // the policy's; nil: it makes no copy on demand
 }
+
+var _ interface {
+	fetchpool.Source
+	fetchpool.Statter
+} = (*peering)(nil)
 
 // holderFunc names the node that should hold path's copy (-1: none
 // known) and, if not nil, says whether that node should hold it by now.
@@ -74,7 +81,7 @@ func startPeering(l *Leader) *peering {
 
 func joinPeers(l *Leader) (*peering, error) {
 	cfg := l.cfg.Peers
-	p := &peering{l: l, cfg: cfg, model: peers.NewModel(cfg.Nodes, peers.ModelConfig{PFSWeight: cfg.PFSWeight})}
+	p := &peering{l: l, cfg: cfg, roots: l.cfg.RootForms(), model: peers.NewModel(cfg.Nodes, peers.ModelConfig{PFSWeight: cfg.PFSWeight})}
 	secret := cfg.Secret
 	if cfg.Rendezvous != "" {
 		rdv, err := peers.OpenRendezvous(cfg.Rendezvous, cfg.Job, cfg.Nodes)
@@ -98,8 +105,8 @@ func joinPeers(l *Leader) (*peering, error) {
 			tiers = append(tiers, t)
 		}
 	}
-	p.srv, err = peers.NewServer(peers.ServerConfig{Roots: l.cfg.RootForms(), Tiers: tiers,
-		Secret: secret, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
+	p.srv, err = peers.NewServer(peers.ServerConfig{Roots: p.roots, Tiers: tiers,
+		Secret: secret, Job: cfg.Job, Node: cfg.Node, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +121,7 @@ func joinPeers(l *Leader) (*peering, error) {
 		return nil, err
 	}
 	addrs[cfg.Node] = p.addr
-	if p.client, err = peers.NewClient(peers.ClientConfig{Secret: secret, Node: cfg.Node}, addrs); err != nil {
+	if p.client, err = peers.NewClient(peers.ClientConfig{Secret: secret, Job: cfg.Job, Node: cfg.Node, Log: l.log}, addrs); err != nil {
 		p.srv.Close()
 		return nil, err
 	}
@@ -197,13 +204,21 @@ func (p *peering) Fill(path string, st *unix.Stat_t, dst *os.File) (int64, bool)
 		return 0, false
 	}
 	t := p.model.Begin(src, st.Size)
-	n, err := p.client.Fetch(p.ctx, node, path, st.Size, st.Mtim.Nano(), dst)
+	n, err := p.client.Fetch(p.ctx, node, path, st.Size, st.Mtim.Nano(), st.Ino, dst)
 	t.Done(n)
 	if err != nil {
 		p.l.log.Debug().Msgf("peers: %v; from the shared filesystem", err)
 		return 0, false
 	}
 	return n, true
+}
+
+// Stat stats a file whose copy may be filled from another node, as that
+// node's server will have it: reached from its root without a symlink,
+// with one name (peers.StatSource; fetchpool.Statter). Any other file is
+// copied from the shared filesystem, and never asked of a peer.
+func (p *peering) Stat(path string, st *unix.Stat_t) error {
+	return peers.StatSource(p.roots, path, st)
 }
 
 // BeginPFS times a copy from the shared filesystem for the model

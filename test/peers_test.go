@@ -360,7 +360,10 @@ func TestPeersSurviveANodeThatDies(t *testing.T) {
 // refusal is counted in augur stat. A real copy, asked for the same way,
 // is served: the refusals are not everything failing. Under the reactive
 // policy a file this node owns (HVAC) and has no copy of is copied on
-// demand and served; one the other node owns is not.
+// demand and served; one the other node owns is not, nor one this node
+// owns that is a symlink in the dataset to a private file outside it, a
+// file below a symlinked directory, or a hard link to a private file
+// (before, each was copied on demand and served).
 func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 	c := NewCase(t)
 	files := c.RandomFiles("cls", 12, 10_000)
@@ -383,6 +386,34 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 	}
 	files[2], files[3] = owned[1][0], owned[0][0]
 	outside := c.Write("../outside/secret.txt", []byte("not the job's\n"))
+	must(t, os.Chmod(outside, 0o600))
+	// Names this node owns, in the dataset, that lead to the outside file.
+	var linked []string
+	for k := 0; len(linked) < 3; k++ {
+		if k == 256 {
+			t.Fatalf("no names owned by node 0 in %d", k)
+		}
+		p := filepath.Join(c.Dataset, fmt.Sprintf("cls%d", k), "x")
+		if peers.Owner(p, 2) != 0 {
+			continue
+		}
+		switch len(linked) {
+		case 0:
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			must(t, os.Symlink(outside, p))
+		case 1:
+			must(t, os.Symlink(filepath.Dir(outside), filepath.Dir(p)))
+			p = filepath.Join(filepath.Dir(p), "secret.txt")
+			if peers.Owner(p, 2) != 0 {
+				must(t, os.Remove(filepath.Dir(p)))
+				continue
+			}
+		case 2:
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			must(t, os.Link(outside, p))
+		}
+		linked = append(linked, p)
+	}
 	port := freePort(t)
 	secret := randHex(16)
 	c.Set("AUGUR_POLICY=reactive")
@@ -416,13 +447,13 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		if err := syscall.Stat(path, &st); err != nil {
 			st.Size, st.Mtim = 14, syscall.Timespec{}
 		}
-		cl, err := peers.NewClient(peers.ClientConfig{Secret: key, Node: 1}, []string{fmt.Sprintf("127.0.0.1:%d", port), ""})
+		cl, err := peers.NewClient(peers.ClientConfig{Secret: key, Job: jobOfCase(c), Node: 1}, []string{fmt.Sprintf("127.0.0.1:%d", port), ""})
 		must(t, err)
 		defer cl.Close()
 		dst, err := os.CreateTemp(c.Dir, "fetched")
 		must(t, err)
 		defer dst.Close()
-		_, err = cl.Fetch(context.Background(), 0, path, st.Size, st.Mtim.Nano(), dst)
+		_, err = cl.Fetch(context.Background(), 0, path, st.Size, st.Mtim.Nano(), 0, dst)
 		b, _ := os.ReadFile(dst.Name())
 		return b, err
 	}
@@ -436,6 +467,9 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		{"dot-dot", secret, filepath.Join(c.Dataset, "..", "outside", "secret.txt")},
 		{"symlink in the tier", secret, files[1]},
 		{"no copy, owned by the other node", secret, files[2]},
+		{"a symlink in the dataset, owned here", secret, linked[0]},
+		{"below a symlinked directory, owned here", secret, linked[1]},
+		{"a hard link, owned here", secret, linked[2]},
 	} {
 		if b, err := fetch(tc.key, tc.path); err == nil || len(b) > 0 && bytes.Contains(b, []byte("not the job's")) {
 			t.Errorf("%s: served %d bytes (%v)", tc.name, len(b), err)
@@ -456,15 +490,17 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		t.Errorf("plain request: %v", err)
 	}
 	time.Sleep(700 * time.Millisecond) // the leader writes its counters every half second
-	out, err := c.Augur("stat", "--json")
-	must(t, err)
+	out, err := c.Augur("stat", "--json", "--job", jobOfCase(c))
+	if err != nil {
+		t.Fatalf("augur stat: %v\n%s", err, out)
+	}
 	var st shim.Stats
 	must(t, json.Unmarshal([]byte(out), &st))
 	if st.Peers == nil {
 		t.Fatalf("augur stat shows no peers: %s", out)
 	}
 	t.Logf("refused: %v; served %d files", st.Peers.NotServed, st.PeerFilesOut)
-	for _, why := range []string{"auth", "outside", "missing"} {
+	for _, why := range []string{"auth", "outside", "missing", "linked"} {
 		if st.Peers.NotServed[why] == 0 {
 			t.Errorf("no request refused as %q: %v", why, st.Peers.NotServed)
 		}

@@ -350,6 +350,47 @@ func openDirAt(dirfd int, name, path string) (int, *unix.Stat_t, error) {
 	return fd, &st, nil
 }
 
+// OpenDir opens name (relative to dirfd; path names it in messages) as a
+// directory, without following a symlink, and checks that it is the
+// user's and that no one else may write it (Untrusted). The caller
+// closes the descriptor.
+func OpenDir(dirfd int, name, path string) (int, error) {
+	fd, _, err := openDirAt(dirfd, name, path)
+	return fd, err
+}
+
+// UntrustedAbove says why a directory above path lets someone but this
+// user and root change what path leads to, as the data plane asks of a
+// tier's (intercept.c, sealed): each must be a directory, not a symbolic
+// link, root's or the user's, and sticky if others may write it (/tmp,
+// /dev/shm). It returns nil when none does. Only root or the user can
+// change such a directory's owner or mode, so what it says holds until
+// one of them does.
+func UntrustedAbove(path string) error {
+	you := uint32(os.Geteuid())
+	for dir := filepath.Dir(filepath.Clean(path)); ; dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if err := unix.Lstat(dir, &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: dir, Err: err}
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			return untrusted(dir, &st, unix.S_IFDIR, you)
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return &UnsafeError{Path: dir, Why: "is not a directory"}
+		case st.Uid != 0 && st.Uid != you:
+			return &UnsafeError{Path: dir, Why: fmt.Sprintf("is owned by uid %d%s, neither you (uid %d%s) nor root: its owner could replace what lies below it",
+				st.Uid, userName(st.Uid), you, userName(you))}
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			return &UnsafeError{Path: dir, Why: fmt.Sprintf("is writable by group or others and not sticky (mode %04o): they could replace what lies below it",
+				st.Mode&0o7777)}
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
+}
+
 // Untrusted says why path, whose lstat or fstat is st, is not something
 // augur may trust as a kind (unix.S_IFDIR, unix.S_IFREG) of its own:
 // a symlink, another kind, another user's, or writable by group or

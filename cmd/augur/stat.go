@@ -135,9 +135,9 @@ func printPeers(w io.Writer, st shim.Stats) {
 		if l.Down {
 			state = fmt.Sprintf("down (backoff %v)", l.Backoff)
 		}
-		fmt.Fprintf(w, "  node %-4d %-22s in %d (%s)   out %d (%s)   not held %d   errors %d   %s\n",
+		fmt.Fprintf(w, "  node %-4d %-22s in %d (%s)   out %d (%s)   not held %d   errors %d (forged answers %d)   %s\n",
 			l.Node, l.Addr, l.FilesIn, shim.FormatSize(l.BytesIn), l.FilesOut, shim.FormatSize(l.BytesOut),
-			l.Misses, l.Errors, state)
+			l.Misses, l.Errors, l.Forged, state)
 	}
 	for _, m := range p.Model {
 		fmt.Fprintf(w, "  model %-8s %s/s (prior %s/s, %d samples, time x%g)   queued %s in %d\n", m.Source,
