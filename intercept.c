@@ -98,6 +98,12 @@ static void resolve_symbols(void)
 	RESOLVE(rename, "rename");
 	RESOLVE(renameat, "renameat");
 	RESOLVE(renameat2, "renameat2");
+	RESOLVE(remove, "remove");
+	RESOLVE(rmdir, "rmdir");
+	RESOLVE(link, "link");
+	RESOLVE(linkat, "linkat");
+	RESOLVE(symlink, "symlink");
+	RESOLVE(symlinkat, "symlinkat");
 	RESOLVE(fstat, "fstat");
 	RESOLVE(fstat64, "fstat64");
 	RESOLVE(fxstat, "__fxstat");

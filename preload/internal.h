@@ -91,6 +91,12 @@ struct augur_real {
 	int (*rename)(const char *, const char *);
 	int (*renameat)(int, const char *, int, const char *);
 	int (*renameat2)(int, const char *, int, const char *, unsigned int);
+	int (*remove)(const char *);
+	int (*rmdir)(const char *);
+	int (*link)(const char *, const char *);
+	int (*linkat)(int, const char *, int, const char *, int);
+	int (*symlink)(const char *, const char *);
+	int (*symlinkat)(const char *, int, const char *);
 	int (*fstat)(int, struct stat *);
 	int (*fstat64)(int, struct stat64 *);
 	int (*fxstat)(int, int, struct stat *);
@@ -174,6 +180,11 @@ AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
  * not set). */
 enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
+/* augur_classify_ns is augur_classify for the calls that change the
+ * namespace: a relative path from a descriptor of a directory the table
+ * does not know (opened before the job's roots were, or by a raw system
+ * call) is resolved from the kernel's name of the directory. */
+AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
 /* augur_tier_path writes abs's copy's path in tier t to out; -1 if the
  * tier is not in use or the path does not fit. */
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap);
@@ -200,14 +211,38 @@ AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path);
  * the same number (keeping FD_CLOEXEC) and tracks it. */
 AUGUR_HIDDEN void augur_adopt(int fd, const char *path);
 
-/* Write-side events on a path: invalidate tier copies before the call. */
+/* Changes of the namespace (invalidate.c), each made before the call:
+ * augur_invalidate_path drops the copies of what (dirfd, path) names as
+ * written (a name about to be given a new file: link, symlink);
+ * augur_name_gone those of a name about to lose its file or, with
+ * content, its bytes (unlink, rename, truncate), whatever other name
+ * reaches the file; augur_dir_gone those under a directory about to be
+ * renamed or removed; augur_invalidate_tree those under abs. */
 AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
+AUGUR_HIDDEN void augur_name_gone(int dirfd, const char *path, int content);
+AUGUR_HIDDEN void augur_dir_gone(int dirfd, const char *path);
+AUGUR_HIDDEN void augur_invalidate_tree(const char *abs);
+
+/* The identity of a copy's source, which the publisher records on the
+ * copy as the extended attribute AUGUR_IDENT_XATTR (tiering.IdentXattr):
+ * little-endian words in this order. A copy made before the ctime was
+ * recorded holds the first two alone. */
+#define AUGUR_IDENT_XATTR "user.augur.src"
+struct augur_src_ident {
+	uint64_t dev, ino, size;
+	int64_t mtime_sec, mtime_nsec;
+	int64_t ctime_sec, ctime_nsec;
+};
+
+/* A tier's directory of subtrees taken out of service, which the leader
+ * empties (tiering.TrashDir). */
+#define AUGUR_TRASH_DIR "trash"
 
 /* augur_write_prepare is the part of a write open before the real call,
  * for opens that go through libc internally (fopen): when (dirfd, path)
  * is a dataset file it registers the writer, drops the copies, leaves the
  * file's path in abs (PATH_MAX) and returns the writer's slot for
- * augur_write_end with the descriptor opened; otherwise -1. */
+ * augur_write_opened with the descriptor opened; otherwise -1. */
 AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs);
 
 /* Descriptor table (fdtable.c): one entry per descriptor number below
@@ -281,6 +316,7 @@ AUGUR_HIDDEN void augur_invalidate_abs(const char *abs);
 AUGUR_HIDDEN int augur_wait_pending(const char *abs);
 AUGUR_HIDDEN int augur_request_copy(const char *abs);
 AUGUR_HIDDEN void augur_await_publishers(const char *abs);
+AUGUR_HIDDEN void augur_await_all_publishers(void);
 
 /* augur_owned_fd says whether fd is of kind (S_IFREG, S_IFDIR), this
  * user's, and not writable by group or others (serve.c). */
@@ -288,7 +324,12 @@ AUGUR_HIDDEN int augur_owned_fd(int fd, mode_t kind, struct stat *sb);
 
 /* Writers inside the job (writers.c). */
 AUGUR_HIDDEN int augur_write_begin(const char *abs);
-AUGUR_HIDDEN void augur_write_end(int slot, int fd, const char *abs);
+AUGUR_HIDDEN void augur_write_opened(int slot, int fd, const char *abs);
+/* augur_ident_changed marks stale the copy of the file (dev, ino) if
+ * ident[] holds one under another key than own (a change made through
+ * another name); augur_ident_forget drops the entry of a copy removed. */
+AUGUR_HIDDEN void augur_ident_changed(uint64_t dev, uint64_t ino, uint64_t own);
+AUGUR_HIDDEN void augur_ident_forget(uint64_t dev, uint64_t ino, uint64_t key);
 AUGUR_HIDDEN void augur_write_closed(struct fd_entry e, const char *abs);
 AUGUR_HIDDEN void augur_write_dup(int oldfd, int newfd);
 AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len);

@@ -199,6 +199,22 @@ AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs)
 	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
 }
 
+AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
+{
+	if (!path || path[0] == '/' || dirfd == AT_FDCWD || augur_fd_dir_path(dirfd))
+		return augur_classify(dirfd, path, abs);
+	char link[64], base[PATH_MAX], joined[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	ssize_t n = readlink(link, base, sizeof(base) - 1);
+	if (n <= 0 || base[0] != '/')
+		return AUGUR_PATH_OTHER;
+	base[n] = 0;
+	int w = snprintf(joined, sizeof(joined), "%s/%s", base, path);
+	if (w < 0 || w >= (int)sizeof(joined))
+		return AUGUR_PATH_OTHER;
+	return augur_classify(AT_FDCWD, joined, abs);
+}
+
 /*
  * tier_path maps an absolute source path to its copy in tier t:
  * <tier>/files/<dir>@/<dir>@/<name>. The '@' on every directory component

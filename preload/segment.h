@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 19
+#define AUGUR_ABI_VERSION 20
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
@@ -28,6 +28,9 @@
 #define AUGUR_HOLD_SLOTS 8192   /* power of two */
 #define AUGUR_RECENT_WRITES 64  /* power of two */
 #define AUGUR_CONFIG_PATH 1024
+#define AUGUR_IDENT_BUCKETS (1u << 18) /* power of two; struct augur_ident */
+#define AUGUR_IDENT_WAYS 4
+#define AUGUR_IDENT_COUNTS 4096 /* power of two; struct augur_writes.ident_count */
 
 /* Event kinds. */
 enum {
@@ -41,6 +44,10 @@ enum {
 				  * augur_tee_header) */
 	AUGUR_EV_UNTEED = 6,     /* a reader abandoned its tee: the file is one
 				  * read from its original, with no copy coming */
+	AUGUR_EV_STALE = 7,      /* a process of the job writes or removes, by
+				  * another name, a file a tier holds a copy of:
+				  * bytes is the key of the copy's source path
+				  * (struct augur_hold, AUGUR_HOLD_STALE) */
 };
 
 /* Event flags. */
@@ -48,6 +55,9 @@ enum {
 	AUGUR_EVF_TRUNCATED = 1, /* path did not fit: the file is not known */
 	AUGUR_EVF_TEE = 2,       /* OPEN: the reader tees the file; a TEED or
 				  * UNTEED event follows */
+	AUGUR_EVF_TREE = 4,      /* INVALIDATE: path is a directory renamed or
+				  * removed; every copy under it went to the
+				  * tiers' trash/ */
 };
 
 /*
@@ -85,6 +95,8 @@ struct augur_counters {
 	uint64_t processes;                /* processes that attached */
 	uint64_t revalidated;              /* copies compared with their source at open (revalidate = 0) */
 	uint64_t held_opens;               /* opens served from the original: the file is open for writing */
+	uint64_t aliased;                  /* writes and removals, by another name, of files with copies */
+	uint64_t trees;                    /* directories renamed or removed: their copies out of service */
 };
 
 /* State published by the leader for `augur stat`. */
@@ -220,11 +232,12 @@ struct augur_tee_header {
 	uint64_t size;
 	int64_t atime_sec, atime_nsec;
 	int64_t mtime_sec, mtime_nsec;
+	int64_t ctime_sec, ctime_nsec;
 	uint32_t mode;
 	uint32_t gen;  /* the file's change generation (struct augur_hold) at open */
 	uint32_t link; /* 0: the descriptor's file is at the path itself (no
 			* symlink on the way); 1: the path may end in one */
-	uint32_t pad;
+	uint32_t nlink;
 };
 
 /*
@@ -258,7 +271,22 @@ struct augur_config {
  * under way (augur_invalidate_abs), so no copy of the old file is in
  * place once the change returns. A hash collision only makes another
  * file wait for the original, or a change wait for another's rename.
+ *
+ * A copy belongs to a file, not a name: every write descriptor of a
+ * regular file, whatever its path, has a slot with the file's device and
+ * inode (key 0 where the path is no dataset file's), counted in
+ * ident_count by the hash of (dev, ino), and the leader never publishes a
+ * copy of a file so counted (it inserts the copy's identity in ident[]
+ * first, and the writer looks there after counting itself: one of the two
+ * sees the other). A writer, or a removal, that finds its file in ident[]
+ * under another path's key marks that key's hold stale
+ * (AUGUR_HOLD_STALE in writers): its copies are served to no one, and the
+ * leader removes them and clears the mark once no process writes the
+ * file. A directory renamed or removed under a root moves ns_gen: a
+ * publication under way at that moment (publishing, all files) removes
+ * its copy rather than leave one of the old name in place.
  */
+#define AUGUR_HOLD_STALE 0x80000000u
 enum { AUGUR_WRITER_FREE = 0, AUGUR_WRITER_FILLING = 1, AUGUR_WRITER_USED = 2 };
 struct augur_writer {
 	uint32_t state;
@@ -286,14 +314,47 @@ struct augur_recent {
 };
 
 struct augur_writes {
-	uint64_t active; /* writers now, in slot[] or not: 0 means none anywhere */
+	uint64_t active; /* writers of dataset paths and stale marks now, in
+			  * slot[] or not: 0 means no hold anywhere */
 	uint64_t lost;   /* writers that found slot[] full: counted in hold[], but
 			  * not found again after an exec, nor released at death */
 	uint64_t recent_next;
 	struct augur_recent recent[AUGUR_RECENT_WRITES];
+	uint64_t stale;    /* holds marked AUGUR_HOLD_STALE now */
+	uint64_t ns_gen;   /* directories renamed or removed under a root */
+	uint32_t publishing; /* the leader's publications under way, all files */
+	uint32_t waiting;    /* tree changes waiting for publishing to reach 0 */
+	uint32_t ident_count[AUGUR_IDENT_COUNTS]; /* slots with (dev, ino), by their hash */
 	struct augur_hold hold[AUGUR_HOLD_SLOTS];
 	struct augur_writer slot[AUGUR_WRITER_SLOTS];
 };
+
+/*
+ * The identity of every copy's source: device and inode, and the key
+ * (FNV-1a) of the source path the copy is found by; key 0 is a free
+ * entry. A file is found in one of two buckets of AUGUR_IDENT_WAYS
+ * entries (augur_ident_bucket), so a lookup reads two cache lines. Only
+ * the leader inserts (before it publishes a copy, and for the copies it
+ * finds at start); whoever removes a copy may remove its entry. An entry
+ * whose copy is gone only makes a writer of its file do what it need not.
+ */
+struct augur_ident {
+	uint64_t dev, ino;
+	uint64_t key;
+};
+
+static inline uint64_t augur_ident_hash(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (ino ^ (dev * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+	return h ^ (h >> 29);
+}
+
+/* augur_ident_bucket is bucket which (0 or 1) of the file (dev, ino). */
+static inline uint32_t augur_ident_bucket(uint64_t dev, uint64_t ino, int which)
+{
+	uint64_t h = augur_ident_hash(dev, ino);
+	return (uint32_t)((which ? h >> 32 : h) & (AUGUR_IDENT_BUCKETS - 1));
+}
 
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
@@ -319,6 +380,7 @@ struct augur_segment {
 	struct augur_pending pending[AUGUR_PENDING_SLOTS];
 	struct augur_writes writes;
 	struct augur_ring ring;
+	struct augur_ident ident[AUGUR_IDENT_BUCKETS][AUGUR_IDENT_WAYS];
 };
 
 #endif

@@ -158,14 +158,16 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	augur_guard++;
 	int cls = augur_classify(dirfd, path, abs);
 	int fd;
-	if (cls == AUGUR_PATH_OTHER) {
+	if (cls == AUGUR_PATH_OTHER && !is_write_open(flags)) {
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
 	} else if (is_write_open(flags)) {
-		/* The writer is registered before the real open and the copies
-		 * dropped after: a copy a reader may open from then on, or the
-		 * leader may publish, is none (writers.c). */
+		/* A dataset path's writer is registered before the real open
+		 * and its copies dropped after: a copy a reader may open from
+		 * then on, or the leader may publish, is none. Any writer is
+		 * then matched by its file (writers.c). */
 		int w = -1;
-		if (cls == AUGUR_PATH_FILE && (flags & O_TMPFILE) != O_TMPFILE) {
+		int named = (flags & O_TMPFILE) != O_TMPFILE;
+		if (cls == AUGUR_PATH_FILE && named) {
 			AUGUR_ERRNO_SAVE;
 			if (augur_st.seg)
 				__atomic_fetch_add(&augur_st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
@@ -174,9 +176,9 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 			AUGUR_ERRNO_RESTORE;
 		}
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
-		if (w >= 0) {
+		if (named && (w >= 0 || fd >= 0)) {
 			AUGUR_ERRNO_SAVE;
-			augur_write_end(w, fd, abs);
+			augur_write_opened(w, fd, abs);
 			AUGUR_ERRNO_RESTORE;
 		}
 	} else if (cls == AUGUR_PATH_ABOVE || (flags & (O_DIRECTORY | O_PATH))) {
@@ -219,7 +221,7 @@ AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs)
 	int w = -1;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
-	if (augur_classify(dirfd, path, abs) == AUGUR_PATH_FILE) {
+	if (augur_classify(dirfd, path, abs) == AUGUR_PATH_FILE && augur_st.seg) {
 		if (augur_st.seg)
 			__atomic_fetch_add(&augur_st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
 		w = augur_write_begin(abs);
@@ -347,13 +349,13 @@ AUGUR_HIDDEN int augur_source_ident(int fd, uint64_t *dev, uint64_t *ino)
 {
 	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier < 0)
 		return 0;
-	uint64_t v[2];
+	struct augur_src_ident id;
 	AUGUR_ERRNO_SAVE;
-	ssize_t n = REAL(fgetxattr) ? augur_real.fgetxattr(fd, "user.augur.src", v, sizeof(v)) : -1;
+	ssize_t n = CALL_REAL(fgetxattr, -1, fd, AUGUR_IDENT_XATTR, &id, sizeof(id));
 	AUGUR_ERRNO_RESTORE;
-	if (n != (ssize_t)sizeof(v))
+	if (n < 16)
 		return 0;
-	*dev = v[0];
-	*ino = v[1];
+	*dev = id.dev;
+	*ino = id.ino;
 	return 1;
 }

@@ -31,19 +31,27 @@ static FILE *real_freopen(int large, const char *path, const char *mode, FILE *s
 	return large ? CALL_REAL(freopen64, NULL, path, mode, stream) : CALL_REAL(freopen, NULL, path, mode, stream);
 }
 
+/* write_opened registers the descriptor of a stream opened to write,
+ * after augur_write_prepare gave w (writers.c). */
+static void write_opened(int w, FILE *f, const char *abs)
+{
+	if (w < 0 && !f)
+		return;
+	int e = errno;
+	augur_guard++;
+	augur_write_opened(w, f ? fileno_unlocked(f) : -1, abs);
+	augur_guard--;
+	errno = e;
+}
+
 /* fopen_write opens a stream that may write: a dataset file's writer is
- * registered before glibc opens it and its descriptor after
- * (writers.c). */
+ * registered before glibc opens it, and every writer's descriptor after. */
 static FILE *fopen_write(int large, const char *path, const char *mode)
 {
 	char abs[PATH_MAX];
 	int w = augur_write_prepare(AT_FDCWD, path, abs);
 	FILE *f = real_fopen(large, path, mode);
-	if (w >= 0) {
-		int e = errno;
-		augur_write_end(w, f ? fileno_unlocked(f) : -1, abs);
-		errno = e;
-	}
+	write_opened(w, f, abs);
 	return f;
 }
 
@@ -90,11 +98,7 @@ static FILE *freopen_common(int large, const char *path, const char *mode, FILE 
 		char abs[PATH_MAX];
 		int w = augur_write_prepare(AT_FDCWD, path, abs);
 		FILE *f = real_freopen(large, path, mode, stream);
-		if (w >= 0) {
-			int e = errno;
-			augur_write_end(w, f ? fileno_unlocked(f) : -1, abs);
-			errno = e;
-		}
+		write_opened(w, f, abs);
 		return f;
 	}
 	FILE *f = real_freopen(large, path, mode, stream);

@@ -140,6 +140,26 @@ AUGUR_HIDDEN int augur_request_copy(const char *abs)
  * loads, unless the leader is stopped or dies there. */
 #define PUBLISH_WAIT_NS (1000ull * 1000 * 1000)
 
+/* await_count sleeps while *publishing is not 0, at most
+ * PUBLISH_WAIT_NS, counted in *waiting so that the publication that ends
+ * wakes it (shim/writers.go, writeGuard.Commit). */
+static void await_count(uint32_t *publishing, uint32_t *waiting)
+{
+	if (!__atomic_load_n(publishing, __ATOMIC_SEQ_CST))
+		return;
+	/* Counted before publishing is loaded again: a publication that ends
+	 * after that load sees the count and wakes this one. */
+	__atomic_fetch_add(waiting, 1, __ATOMIC_SEQ_CST);
+	uint64_t deadline = augur_now_ns() + PUBLISH_WAIT_NS;
+	for (;;) {
+		uint32_t n = __atomic_load_n(publishing, __ATOMIC_SEQ_CST);
+		if (!n || augur_now_ns() >= deadline || !leader_runs(augur_st.seg))
+			break;
+		futex_wait(publishing, n, 10 * 1000 * 1000);
+	}
+	__atomic_fetch_sub(waiting, 1, __ATOMIC_SEQ_CST);
+}
+
 /* augur_await_publishers waits while the leader is publishing a copy of a file
  * hashed as abs, whose gen the caller moved: that publication then either
  * saw the new gen and removed its copy, or renamed it into place before
@@ -147,17 +167,15 @@ AUGUR_HIDDEN int augur_request_copy(const char *abs)
 AUGUR_HIDDEN void augur_await_publishers(const char *abs)
 {
 	struct augur_hold *h = augur_st.seg ? augur_hold(abs) : NULL;
-	if (!h || !__atomic_load_n(&h->publishing, __ATOMIC_SEQ_CST))
-		return;
-	/* Counted before publishing is loaded again: a publication that ends
-	 * after that load sees the count and wakes this one. */
-	__atomic_fetch_add(&h->waiting, 1, __ATOMIC_SEQ_CST);
-	uint64_t deadline = augur_now_ns() + PUBLISH_WAIT_NS;
-	for (;;) {
-		uint32_t n = __atomic_load_n(&h->publishing, __ATOMIC_SEQ_CST);
-		if (!n || augur_now_ns() >= deadline || !leader_runs(augur_st.seg))
-			break;
-		futex_wait(&h->publishing, n, 10 * 1000 * 1000);
-	}
-	__atomic_fetch_sub(&h->waiting, 1, __ATOMIC_SEQ_CST);
+	if (h)
+		await_count(&h->publishing, &h->waiting);
+}
+
+/* augur_await_all_publishers waits while the leader publishes any copy,
+ * after the caller moved ns_gen (a directory renamed or removed). */
+AUGUR_HIDDEN void augur_await_all_publishers(void)
+{
+	struct augur_segment *seg = augur_st.seg;
+	if (seg)
+		await_count(&seg->writes.publishing, &seg->writes.waiting);
 }

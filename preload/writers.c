@@ -64,17 +64,33 @@ AUGUR_HIDDEN int augur_write_held(const char *abs)
 	return __atomic_load_n(&hold_of(seg, augur_fnv1a(abs))->writers, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* ident_counted says whether slot s counts in ident_count (it names
+ * its file), and ident_count_of is its file's count. */
+static int ident_counted(const struct augur_writer *s)
+{
+	return s->dev || s->ino;
+}
+
+static uint32_t *ident_count_of(struct augur_segment *seg, uint64_t dev, uint64_t ino)
+{
+	return &seg->writes.ident_count[augur_ident_hash(dev, ino) & (AUGUR_IDENT_COUNTS - 1)];
+}
+
 /* claim takes a free slot for a writer of key (starting where the key
  * hashes, so that a file's slots tend to lie together) and counts it in
- * hold[]. It returns the slot, or NOSLOT when slot[] is full: the writer
- * is then counted but cannot be found again after an exec or its death. */
+ * hold[], unless key is 0 (a file with no dataset path: only its
+ * identity counts). It returns the slot, or NOSLOT when slot[] is full:
+ * the writer is then counted but cannot be found again after an exec or
+ * its death. */
 static int claim(struct augur_segment *seg, uint64_t key, int fd, uint64_t dev, uint64_t ino,
 		 uint64_t addr, uint64_t len)
 {
 	struct augur_writes *w = &seg->writes;
-	__atomic_fetch_add(&hold_of(seg, key)->writers, 1, __ATOMIC_ACQ_REL);
-	__atomic_fetch_add(&hold_of(seg, key)->gen, 1, __ATOMIC_ACQ_REL);
-	__atomic_fetch_add(&w->active, 1, __ATOMIC_ACQ_REL);
+	if (key) {
+		__atomic_fetch_add(&hold_of(seg, key)->writers, 1, __ATOMIC_ACQ_REL);
+		__atomic_fetch_add(&hold_of(seg, key)->gen, 1, __ATOMIC_ACQ_REL);
+		__atomic_fetch_add(&w->active, 1, __ATOMIC_ACQ_REL);
+	}
 	for (int i = 0; i < AUGUR_WRITER_SLOTS; i++) {
 		int n = (int)((key + (uint64_t)i) & (AUGUR_WRITER_SLOTS - 1));
 		struct augur_writer *s = &w->slot[n];
@@ -90,6 +106,8 @@ static int claim(struct augur_segment *seg, uint64_t key, int fd, uint64_t dev, 
 		s->addr = addr;
 		s->len = len;
 		__atomic_store_n(&s->state, AUGUR_WRITER_USED, __ATOMIC_RELEASE);
+		if (ident_counted(s))
+			__atomic_fetch_add(ident_count_of(seg, dev, ino), 1, __ATOMIC_SEQ_CST);
 		return n;
 	}
 	__atomic_fetch_add(&w->lost, 1, __ATOMIC_RELAXED);
@@ -127,12 +145,16 @@ static int release(struct augur_segment *seg, int n, uint64_t key)
 			return 0; /* the leader found its process dead first */
 		if (s->fd >= 0)
 			remember(seg, s);
+		if (ident_counted(s))
+			__atomic_fetch_sub(ident_count_of(seg, s->dev, s->ino), 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&s->state, AUGUR_WRITER_FREE, __ATOMIC_RELEASE);
 	}
+	if (!key)
+		return 0;
 	struct augur_hold *h = hold_of(seg, key);
 	__atomic_fetch_add(&h->gen, 1, __ATOMIC_ACQ_REL);
 	__atomic_fetch_sub(&seg->writes.active, 1, __ATOMIC_ACQ_REL);
-	return __atomic_sub_fetch(&h->writers, 1, __ATOMIC_ACQ_REL) == 0;
+	return (__atomic_sub_fetch(&h->writers, 1, __ATOMIC_ACQ_REL) & ~AUGUR_HOLD_STALE) == 0;
 }
 
 /* track makes fd a write descriptor of the file of key, at abs, in slot
@@ -152,26 +174,100 @@ AUGUR_HIDDEN int augur_write_begin(const char *abs)
 	return seg && !augur_vforked() ? claim(seg, augur_fnv1a(abs), -2, 0, 0, 0, 0) : -1;
 }
 
-AUGUR_HIDDEN void augur_write_end(int n, int fd, const char *abs)
+/* ident_lookup is the key of the source path whose copy the file (dev,
+ * ino) is in ident[], or 0. */
+static uint64_t ident_lookup(struct augur_segment *seg, uint64_t dev, uint64_t ino)
+{
+	for (int which = 0; which < 2; which++) {
+		struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, which)];
+		for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
+			uint64_t key = __atomic_load_n(&b[i].key, __ATOMIC_SEQ_CST);
+			if (key && b[i].dev == dev && b[i].ino == ino)
+				return key;
+		}
+	}
+	return 0;
+}
+
+AUGUR_HIDDEN void augur_ident_forget(uint64_t dev, uint64_t ino, uint64_t key)
 {
 	struct augur_segment *seg = augur_st.seg;
-	if (!seg || n < 0)
+	if (!seg)
 		return;
-	uint64_t key = augur_fnv1a(abs);
-	if (fd < 0 || fd >= FD_MAX) { /* the open failed, or the number cannot be tracked */
-		release(seg, n, key);
+	for (int which = 0; which < 2; which++) {
+		struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, which)];
+		for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
+			uint64_t k = key;
+			if (__atomic_load_n(&b[i].key, __ATOMIC_ACQUIRE) == key && b[i].dev == dev && b[i].ino == ino)
+				__atomic_compare_exchange_n(&b[i].key, &k, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+/*
+ * mark_stale takes the copies of the source path of key out of service:
+ * a process writes or removes their file by another name. The mark, in
+ * the path's hold, keeps readers on the original and the leader from
+ * copying it until the leader has removed the copies and no process
+ * writes the file (shim/writers.go, clearStale); the gen it moves makes a
+ * publication under way take its copy back.
+ */
+static void mark_stale(struct augur_segment *seg, uint64_t key)
+{
+	struct augur_hold *h = hold_of(seg, key);
+	__atomic_fetch_add(&h->gen, 1, __ATOMIC_SEQ_CST);
+	if (!(__atomic_fetch_or(&h->writers, AUGUR_HOLD_STALE, __ATOMIC_SEQ_CST) & AUGUR_HOLD_STALE)) {
+		__atomic_fetch_add(&seg->writes.active, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&seg->writes.stale, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_fetch_add(&seg->counters.aliased, 1, __ATOMIC_RELAXED);
+	augur_emit(AUGUR_EV_STALE, -1, -1, key, "", 0);
+}
+
+AUGUR_HIDDEN void augur_ident_changed(uint64_t dev, uint64_t ino, uint64_t own)
+{
+	struct augur_segment *seg = augur_st.seg;
+	uint64_t key = seg ? ident_lookup(seg, dev, ino) : 0;
+	if (key && key != own)
+		mark_stale(seg, key);
+}
+
+/*
+ * augur_write_opened registers fd, just opened for writing (fd < 0: the
+ * open failed), as a writer of its file. A dataset path's writer took
+ * slot n before the open (augur_write_begin; abs is its path); any other
+ * regular file's writer takes one now, with key 0. Either way the slot
+ * names the file by device and inode and counts it in ident_count before
+ * ident[] is asked whether a copy of the same file is held under another
+ * path (a hard link, a symlink, a bind mount): the leader inserts there
+ * before it checks ident_count, so one of the two sees the other.
+ */
+AUGUR_HIDDEN void augur_write_opened(int n, int fd, const char *abs)
+{
+	struct augur_segment *seg = augur_st.seg;
+	if (!seg)
+		return;
+	uint64_t key = n >= 0 ? augur_fnv1a(abs) : 0;
+	struct stat sb;
+	int ok = fd >= 0 && fd < FD_MAX && REAL(fstat) && augur_real.fstat(fd, &sb) == 0;
+	if (!ok || (n < 0 && !S_ISREG(sb.st_mode))) {
+		if (n >= 0)
+			release(seg, n, key); /* the open failed, or the number cannot be tracked */
 		return;
 	}
-	if (n != NOSLOT) {
-		struct stat sb;
+	if (n < 0) {
+		n = claim(seg, 0, fd, sb.st_dev, sb.st_ino, 0, 0);
+		if (n == NOSLOT)
+			return; /* slot[] full: no one could find this writer */
+	} else if (n != NOSLOT) {
 		struct augur_writer *s = &seg->writes.slot[n];
-		if (REAL(fstat) && augur_real.fstat(fd, &sb) == 0) {
-			s->dev = sb.st_dev;
-			s->ino = sb.st_ino;
-		}
+		s->dev = sb.st_dev;
+		s->ino = sb.st_ino;
 		__atomic_store_n(&s->fd, fd, __ATOMIC_RELEASE);
+		__atomic_fetch_add(ident_count_of(seg, sb.st_dev, sb.st_ino), 1, __ATOMIC_SEQ_CST);
 	}
 	track(fd, n, key, abs);
+	augur_ident_changed(sb.st_dev, sb.st_ino, key);
 }
 
 /* closed releases a write descriptor whose entry e and path abs (owned
@@ -180,7 +276,7 @@ AUGUR_HIDDEN void augur_write_end(int n, int fd, const char *abs)
 AUGUR_HIDDEN void augur_write_closed(struct fd_entry e, const char *abs)
 {
 	struct augur_segment *seg = augur_st.seg;
-	if (seg && release(seg, e.slot, e.key) && abs)
+	if (seg && release(seg, e.slot, e.key) && e.key && abs)
 		augur_invalidate_abs(abs);
 }
 
@@ -251,7 +347,8 @@ AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm)
 			continue;
 		struct augur_writer *s = e.slot != NOSLOT ? &seg->writes.slot[e.slot] : NULL;
 		augur_fdtab[fd].slot = (uint16_t)claim(seg, e.key, fd, s ? s->dev : 0, s ? s->ino : 0, 0, 0);
-		if (__atomic_load_n(&hold_of(seg, e.key)->writers, __ATOMIC_ACQUIRE) == 1 && augur_fdpath[fd])
+		if (e.key && (__atomic_load_n(&hold_of(seg, e.key)->writers, __ATOMIC_ACQUIRE) & ~AUGUR_HOLD_STALE) == 1 &&
+		    augur_fdpath[fd])
 			augur_invalidate_abs(augur_fdpath[fd]);
 	}
 	if (!__atomic_load_n(&my_maps, __ATOMIC_RELAXED))

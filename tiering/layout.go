@@ -10,6 +10,10 @@ import (
 const (
 	filesDir = "files" // published copies, mirroring absolute source paths
 	tmpDir   = "tmp"   // copies being written
+	// TrashDir holds subtrees of files/ taken out of service by a
+	// directory's rename or removal (preload/invalidate.c moves them
+	// here, one rename each), until EmptyTrash removes them.
+	TrashDir = "trash"
 	lockName = "lock"  // the writer lock
 	dirMark  = "@"     // appended to every directory component of a copy path
 )

@@ -508,15 +508,15 @@ func finish(tmpfd int, name string, fd int, link bool, src *unix.Stat_t, sync bo
 	return nil
 }
 
-// sameSource checks that the source, as restat sees it now, still has
-// the size and mtime it had when the copy began (before), and that all of
-// it was copied.
+// sameSource checks that the source, as restat sees it now, is still the
+// file it was when the copy began (before: sameFile), and that all of it
+// was copied.
 func sameSource(restat func(*unix.Stat_t) error, before *unix.Stat_t, n int64) error {
 	var after unix.Stat_t
 	if err := restat(&after); err != nil {
 		return err
 	}
-	if !fresh(&after, before) {
+	if !sameFile(&after, before) {
 		return ErrChanged
 	}
 	if n != before.Size {
@@ -539,18 +539,89 @@ func (tr *Tree) rename(tmpfd int, tmp, dir, leaf string) error {
 	return nil
 }
 
-// IdentXattr names the extended attribute holding the device and inode
-// of a copy's source (two little-endian uint64), which the data plane's
-// fstat reports for a descriptor served from the copy (preload/stat.c).
+// IdentXattr names the extended attribute holding the identity of a
+// copy's source (Ident, in little-endian words), which the data plane's
+// fstat reports for a descriptor served from the copy (preload/stat.c)
+// and which decides whether the copy still stands for its source.
 const IdentXattr = "user.augur.src"
+
+// Ident is what a copy records of the source it was made from: device,
+// inode, size, mtime and ctime (preload/internal.h, struct
+// augur_src_ident). A copy made before the ctime was recorded holds Dev
+// and Ino alone (Full false).
+type Ident struct {
+	Dev, Ino, Size uint64
+	Mtime, Ctime   unix.Timespec
+	Full           bool
+}
+
+// identSize is the attribute's length when it holds every field.
+const identSize = 56
+
+// IdentOf is the identity of the file st describes.
+func IdentOf(st *unix.Stat_t) Ident {
+	return Ident{Dev: st.Dev, Ino: st.Ino, Size: uint64(st.Size), Mtime: st.Mtim, Ctime: st.Ctim, Full: true}
+}
+
+func (id Ident) bytes() []byte {
+	b := make([]byte, identSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], id.Dev)
+	le.PutUint64(b[8:], id.Ino)
+	le.PutUint64(b[16:], id.Size)
+	le.PutUint64(b[24:], uint64(id.Mtime.Sec))
+	le.PutUint64(b[32:], uint64(id.Mtime.Nsec))
+	le.PutUint64(b[40:], uint64(id.Ctime.Sec))
+	le.PutUint64(b[48:], uint64(id.Ctime.Nsec))
+	return b
+}
+
+// parseIdent reads the attribute's value b.
+func parseIdent(b []byte) (Ident, bool) {
+	le := binary.LittleEndian
+	switch len(b) {
+	case 16:
+		return Ident{Dev: le.Uint64(b[0:]), Ino: le.Uint64(b[8:])}, true
+	case identSize:
+		return Ident{Dev: le.Uint64(b[0:]), Ino: le.Uint64(b[8:]), Size: le.Uint64(b[16:]),
+			Mtime: unix.Timespec{Sec: int64(le.Uint64(b[24:])), Nsec: int64(le.Uint64(b[32:]))},
+			Ctime: unix.Timespec{Sec: int64(le.Uint64(b[40:])), Nsec: int64(le.Uint64(b[48:]))},
+			Full:  true}, true
+	}
+	return Ident{}, false
+}
+
+// CopyIdent reads the identity recorded on the copy at path; false when
+// it holds none (a tier filesystem without user xattrs, or no copy).
+func CopyIdent(path string) (Ident, bool) {
+	var b [identSize]byte
+	n, err := unix.Lgetxattr(path, IdentXattr, b[:])
+	if err != nil {
+		return Ident{}, false
+	}
+	return parseIdent(b[:n])
+}
+
+// Stands says whether a copy recording id, whose own stat is cst, stands
+// for the source src is now: the same size and mtime (which the copy
+// carries too), and, where the copy records them, the same device, inode
+// and ctime. A file replaced by another of the same size and mtime (a
+// rename over it, an rsync that keeps times) has another inode; one
+// written in place and given its old mtime back (touch -r) a newer ctime.
+func Stands(id Ident, known bool, cst, src *unix.Stat_t) bool {
+	if cst.Size != src.Size || cst.Mtim != src.Mtim {
+		return false
+	}
+	if !known {
+		return true
+	}
+	return id.Dev == src.Dev && id.Ino == src.Ino && (!id.Full || id.Ctime == src.Ctim)
+}
 
 // setSourceIdent records the source's identity on the copy. A filesystem
 // without user xattrs refuses; its copies then report their own identity.
 func setSourceIdent(fd int, src *unix.Stat_t) {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], src.Dev)
-	binary.LittleEndian.PutUint64(b[8:], src.Ino)
-	unix.Fsetxattr(fd, IdentXattr, b[:], 0)
+	unix.Fsetxattr(fd, IdentXattr, IdentOf(src).bytes(), 0)
 }
 
 // LinkXattr marks a copy whose source path ends in a symlink: an open

@@ -2,7 +2,6 @@ package tiering
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -60,11 +59,10 @@ func TestPublishFromCopiesBytesAndMetadata(t *testing.T) {
 	if cst.Mode&0o7777 != 0o640 || cst.Mtim != st.Mtim || cst.Size != st.Size {
 		t.Errorf("copy mode %o mtime %v size %d; want 0640 %v %d", cst.Mode&0o7777, cst.Mtim, cst.Size, st.Mtim, st.Size)
 	}
-	ident := make([]byte, 16)
-	if _, err := unix.Getxattr(cp, IdentXattr, ident); err != nil && !errors.Is(err, unix.ENOTSUP) {
-		t.Errorf("source identity: %v", err)
-	} else if err == nil && (binary.LittleEndian.Uint64(ident) != st.Dev || binary.LittleEndian.Uint64(ident[8:]) != st.Ino) {
-		t.Errorf("source identity %x, want device %d inode %d", ident, st.Dev, st.Ino)
+	if id, ok := CopyIdent(cp); !ok {
+		t.Errorf("the copy records no source identity")
+	} else if id != IdentOf(st) {
+		t.Errorf("source identity %+v, want %+v", id, IdentOf(st))
 	}
 	noTemp(t, tier)
 }

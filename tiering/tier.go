@@ -22,7 +22,8 @@ func IsTmpfs(dir string) bool {
 	return fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC
 }
 
-// fresh says whether a copy still matches its source.
-func fresh(copy, src *unix.Stat_t) bool {
-	return copy.Size == src.Size && copy.Mtim == src.Mtim
+// sameFile says whether two stats of a source describe the same file,
+// unchanged: device, inode, size, mtime and ctime.
+func sameFile(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }

@@ -124,6 +124,51 @@ func TestValidateRemovesStaleKeepsFresh(t *testing.T) {
 	}
 }
 
+// A copy stands for a file, not a name: one whose path now names another
+// file of the same size and mtime (a rename over it, times kept), or its
+// file written in place and its mtime put back, is stale; a copy kept is
+// told to Kept with its source's stat.
+func TestCheckComparesIdentity(t *testing.T) {
+	tier, src := newTier(t, 1<<20)
+	keep := filepath.Join(src, "keep")
+	replaced := filepath.Join(src, "replaced")
+	rewritten := filepath.Join(src, "rewritten")
+	for _, p := range []string{keep, replaced, rewritten} {
+		write(t, p, []byte("0123456789"))
+		if _, err := tier.Publish(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before unix.Stat_t
+	if err := unix.Stat(replaced, &before); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Unix(before.Mtim.Unix())
+	write(t, replaced+".new", []byte("abcdefghij"))
+	os.Chtimes(replaced+".new", mtime, mtime)
+	if err := os.Rename(replaced+".new", replaced); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // a ctime the write below moves
+	write(t, rewritten, []byte("ABCDEFGHIJ"))
+	os.Chtimes(rewritten, mtime, mtime)
+
+	var kept []string
+	var mu sync.Mutex
+	tier.Kept = func(source string, st *unix.Stat_t) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, source)
+	}
+	rep := tier.Check()
+	if rep.Stale != 2 || rep.Files != 1 {
+		t.Fatalf("Check = %+v, want 2 stale, 1 kept", rep)
+	}
+	if len(kept) != 1 || kept[0] != keep {
+		t.Errorf("Kept told of %v, want [%s]", kept, keep)
+	}
+}
+
 func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 	fast, src := newTier(t, 25)
 	slow, err := Open(Tier{Path: filepath.Join(filepath.Dir(fast.Path), "slow"), Capacity: 15, Threads: 1})

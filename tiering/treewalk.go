@@ -90,7 +90,7 @@ func (tr *Tree) Clear() error {
 			}
 		}
 	}
-	for _, d := range []string{filesDir, tmpDir} {
+	for _, d := range []string{filesDir, tmpDir, TrashDir} {
 		tr.walk(d, remove(0), remove(unix.AT_REMOVEDIR), onErr)
 	}
 	return first

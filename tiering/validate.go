@@ -33,6 +33,7 @@ func (tr *Tree) Validate() Report {
 	remove := func(e *entry) { unix.Unlinkat(e.dirfd, e.name, 0) }
 	tr.walk(tmpDir, remove, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) },
 		func(err error) { rep.Errors = append(rep.Errors, err) })
+	tr.EmptyTrash(nil)
 	c := tr.Check()
 	c.Errors = append(rep.Errors, c.Errors...)
 	return c
@@ -107,7 +108,10 @@ func (tr *Tree) checkCopy(source string, cst *unix.Stat_t) (bool, error) {
 	if err != nil && !gone(err) {
 		return true, err
 	}
-	if err == nil && fresh(cst, &sst) && sst.Mode&unix.S_IFMT == unix.S_IFREG {
+	if err == nil && sst.Mode&unix.S_IFMT == unix.S_IFREG && tr.stands(source, cst, &sst) {
+		if tr.Kept != nil {
+			tr.Kept(source, &sst)
+		}
 		return true, nil
 	}
 	if rerr := tr.Remove(source); rerr != nil && !errors.Is(rerr, unix.ENOENT) {
@@ -133,6 +137,27 @@ func (tr *Tree) Remove(source string) error {
 	return nil
 }
 
+// EmptyTrash removes what the tier's trash holds (TrashDir), telling
+// forget the identity recorded on each copy it removes, and returns what
+// it removed. Whoever may remove copies may call it.
+func (tr *Tree) EmptyTrash(forget func(Ident)) Usage {
+	var u Usage
+	tr.walk(TrashDir, func(e *entry) {
+		if e.st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if forget != nil {
+				if id, ok := CopyIdent(tr.Path + "/" + e.rel); ok {
+					forget(id)
+				}
+			}
+		}
+		if unix.Unlinkat(e.dirfd, e.name, 0) == nil && e.st.Mode&unix.S_IFMT == unix.S_IFREG {
+			u.Bytes += e.st.Size
+			u.Files++
+		}
+	}, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) }, func(error) {})
+	return u
+}
+
 // Usage counts the copies in the tier without checking them.
 func (tr *Tree) Usage() Usage {
 	var u Usage
@@ -150,7 +175,7 @@ func (tr *Tree) Usage() Usage {
 func Lookup(trees []*Tree, source string, src *unix.Stat_t) int {
 	for i, tr := range trees {
 		var cst unix.Stat_t
-		if tr != nil && tr.statCopy(source, &cst) && fresh(&cst, src) {
+		if tr != nil && tr.statCopy(source, &cst) && tr.stands(source, &cst, src) {
 			return i
 		}
 	}
@@ -168,6 +193,17 @@ func LookupPath(trees []*Tree, source string) int {
 		}
 	}
 	return -1
+}
+
+// stands says whether tr's copy of source, whose stat is cst, stands for
+// the source src describes (Stands, with the identity the copy records).
+func (tr *Tree) stands(source string, cst, src *unix.Stat_t) bool {
+	p, err := CopyPath(tr.Path, source)
+	if err != nil {
+		return false
+	}
+	id, known := CopyIdent(p)
+	return Stands(id, known, cst, src)
 }
 
 // statCopy stats the copy of source by its path, as the data plane opens

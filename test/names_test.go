@@ -1,0 +1,129 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/augur-hpc/augur/tiering"
+)
+
+// nameCases are the ways a job changes what a path names, or writes a
+// file through another name, after the path's copies were served
+// (test/python/names.py makes each); check lists the paths, relative to
+// the root, whose reads must then be what the kernel says they hold.
+var nameCases = []struct {
+	name  string
+	check []string
+}{
+	{"unlinkat-dirfd", []string{"d/f.bin"}},
+	{"unlinkat-raw-dirfd", []string{"d/f.bin"}},
+	{"unlinkat-dirfd-above", []string{"d/f.bin"}},
+	{"rmtree", []string{"d/f.bin", "d/g.bin"}},
+	{"rename-dir", []string{"d/f.bin", "d2/f.bin"}},
+	{"rename-root", []string{"d/f.bin", "d/g.bin", "e/h.bin"}},
+	{"mv-dir", []string{"d/f.bin", "d2/f.bin"}},
+	{"rename-dirfd", []string{"d/f.bin", "d/g.bin"}},
+	{"replace-dirfd", []string{"d/f.bin"}},
+	{"renameat2-exchange", []string{"d/f.bin", "d/g.bin"}},
+	{"renameat2-exchange-dirs", []string{"d/f.bin", "d/g.bin", "e/h.bin", "e/f.bin", "d/h.bin"}},
+	{"renameat2-noreplace", []string{"d/f.bin", "d/n.bin"}},
+	{"symlink-over", []string{"d/f.bin"}},
+	{"link-write", []string{"d/f.bin"}},
+	{"linkat-dirfd-write", []string{"d/f.bin"}},
+	{"alias-write", []string{"d/f.bin"}},
+	{"alias-truncate", []string{"d/f.bin"}},
+	{"alias-unlink", []string{"d/f.bin"}},
+	{"alias-rename-dir", []string{"d/f.bin", "d2/f.bin"}},
+	{"remove", []string{"d/f.bin"}},
+	{"rmdir", []string{"d/f.bin", "d/g.bin"}},
+	{"mmap-alias-write", []string{"d/f.bin"}},
+	{"bind-write", []string{"d/f.bin"}},
+}
+
+// TestCopyBelongsToFile makes each change of nameCases inside a job of
+// each policy, with a copy of every dataset file in both tiers, and
+// requires every path checked to read what the kernel says it holds: a
+// copy belongs to a file, not to a name.
+func TestCopyBelongsToFile(t *testing.T) {
+	for _, policy := range []string{"static", "reactive", "clairvoyant"} {
+		for _, nc := range nameCases {
+			t.Run(policy+"/"+nc.name, func(t *testing.T) {
+				c := NewCase(t)
+				c.Set("AUGUR_POLICY=" + policy)
+				for _, rel := range []string{"d/f.bin", "d/g.bin", "e/h.bin"} {
+					c.Write(rel, randomBytes(5000))
+				}
+				copyEverywhere(c)
+				out := filepath.Join(c.Dir, "out")
+				must(t, os.Mkdir(out, 0o755))
+				args := append([]string{namesScript(t), c.Dataset, out, nc.name}, nc.check...)
+				cmd := append([]string{"--", Python}, args...)
+				if nc.name == "bind-write" {
+					bind := filepath.Join(c.Dir, "bind")
+					must(t, os.Mkdir(bind, 0o755))
+					c.Set("BIND=" + bind)
+					sh := fmt.Sprintf("mount --bind %s %s && exec %s %s", filepath.Join(c.Dataset, "d"), bind, Python, strings.Join(args, " "))
+					cmd = []string{"--", "unshare", "-m", "--propagation", "private", "sh", "-c", sh}
+				}
+				stdout, stderr := c.AugurRun(cmd...)
+				got := strings.Fields(stdout)
+				if len(got) != len(nc.check) {
+					t.Fatalf("names.py printed %q, want %d lines\nstderr:\n%s", stdout, len(nc.check), stderr)
+				}
+				for i, rel := range nc.check {
+					if want := kernelDigest(t, filepath.Join(c.Dataset, rel)); got[i] != want {
+						t.Errorf("%s: read %s, the kernel says it holds %s", rel, got[i], want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// copyEverywhere puts a copy of every dataset file in both tiers.
+func copyEverywhere(c *Case) {
+	c.T.Helper()
+	c.Warm()
+	tr, err := tiering.Open(tiering.Tier{Path: c.Disk})
+	must(c.T, err)
+	defer tr.Close()
+	must(c.T, filepath.WalkDir(c.Dataset, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		_, err = tr.Publish(p)
+		return err
+	}))
+	for _, tier := range []string{c.RAM, c.Disk} {
+		if _, err := os.Stat(c.CopyOf(tier, filepath.Join(c.Dataset, "d", "f.bin"))); err != nil {
+			c.T.Fatalf("no copy in %s: %v", tier, err)
+		}
+	}
+}
+
+// kernelDigest is what names.py prints for path, read here without the
+// shim.
+func kernelDigest(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "ENOENT"
+	case err != nil && strings.Contains(err.Error(), "is a directory"):
+		return "EISDIR"
+	case err != nil:
+		t.Fatal(err)
+	}
+	return sha256Hex(b)
+}
+
+// namesScript is test/python/names.py's absolute path.
+func namesScript(t *testing.T) string {
+	abs, err := filepath.Abs("python/names.py")
+	must(t, err)
+	return abs
+}
