@@ -156,7 +156,7 @@ func TestFetchFilledOnlyWithTheReadersToken(t *testing.T) {
 		called := false
 		publish := func(tier *tiering.Tree, commit tiering.Commit) (int64, error) {
 			called = true
-			return 1000, commit(func() error { return nil }, func() {})
+			return 1000, commit(&unix.Stat_t{Size: 1000}, func() error { return nil }, func() {})
 		}
 		if !p.FetchFilled(context.Background(), files[0], 1000, token, publish) {
 			t.Fatalf("token %d: FetchFilled refused", token)

@@ -53,9 +53,10 @@ type Guard interface {
 	// Commit puts a copy of path made since Begin gave token in place
 	// (tiering.Commit): it calls rename unless the file may have changed
 	// since, and takes the copy back with remove if the file changed
-	// while it was renamed. It returns rename's error, or ErrHeld if the
-	// copy is not in place.
-	Commit(path string, token uint64, rename func() error, remove func()) error
+	// while it was renamed. src is the source's stat the copy was made
+	// from. It returns rename's error, or ErrHeld if the copy is not in
+	// place.
+	Commit(path string, token uint64, src *unix.Stat_t, rename func() error, remove func()) error
 }
 
 // A Source fills copies from somewhere other than the shared filesystem:
@@ -484,8 +485,8 @@ func (p *Pool) publish(tier *tiering.Tree, j job) (int64, bool, error) {
 	if !ok {
 		return 0, false, ErrHeld
 	}
-	return p.copyIn(tier, j, func(rename func() error, remove func()) error {
-		return p.guard.Commit(j.path, token, rename, remove)
+	return p.copyIn(tier, j, func(src *unix.Stat_t, rename func() error, remove func()) error {
+		return p.guard.Commit(j.path, token, src, rename, remove)
 	})
 }
 
@@ -497,8 +498,8 @@ func (p *Pool) publishFilled(tier *tiering.Tree, path string, f *filled) (int64,
 		if token, ok := p.guard.Begin(path); !ok || token != f.token {
 			return 0, ErrHeld
 		}
-		commit = func(rename func() error, remove func()) error {
-			return p.guard.Commit(path, f.token, rename, remove)
+		commit = func(src *unix.Stat_t, rename func() error, remove func()) error {
+			return p.guard.Commit(path, f.token, src, rename, remove)
 		}
 	}
 	return f.publish(tier, commit)

@@ -60,7 +60,7 @@ type fakeGuard struct {
 
 func (g *fakeGuard) Begin(string) (uint64, bool) { return 7, g.begin }
 
-func (g *fakeGuard) Commit(_ string, token uint64, rename func() error, _ func()) error {
+func (g *fakeGuard) Commit(_ string, token uint64, _ *unix.Stat_t, rename func() error, _ func()) error {
 	g.kept = append(g.kept, token)
 	if !g.keep {
 		return ErrHeld

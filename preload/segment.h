@@ -47,7 +47,8 @@ enum {
 	AUGUR_EV_STALE = 7,      /* a process of the job writes or removes, by
 				  * another name, a file a tier holds a copy of:
 				  * bytes is the key of the copy's source path
-				  * (struct augur_hold, AUGUR_HOLD_STALE) */
+				  * (struct augur_hold, AUGUR_HOLD_STALE), path
+				  * the file's "<dev>:<ino>" */
 };
 
 /* Event flags. */
@@ -237,7 +238,7 @@ struct augur_tee_header {
 	uint32_t gen;  /* the file's change generation (struct augur_hold) at open */
 	uint32_t link; /* 0: the descriptor's file is at the path itself (no
 			* symlink on the way); 1: the path may end in one */
-	uint32_t nlink;
+	uint32_t pad;
 };
 
 /*

@@ -205,7 +205,6 @@ static int cached_stat(int fd, struct stat *sb)
 		return REAL(fstat) ? augur_real.fstat(fd, sb) : -1;
 	*sb = (struct stat){.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor), .st_ino = sx.stx_ino,
 			    .st_mode = sx.stx_mode, .st_size = (off_t)sx.stx_size,
-			    .st_nlink = sx.stx_nlink,
 			    .st_atim = {sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec},
 			    .st_mtim = {sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec},
 			    .st_ctim = {sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec}};
@@ -285,7 +284,7 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 		.atime_sec = sb.st_atim.tv_sec, .atime_nsec = sb.st_atim.tv_nsec,
 		.mtime_sec = sb.st_mtim.tv_sec, .mtime_nsec = sb.st_mtim.tv_nsec,
 		.ctime_sec = sb.st_ctim.tv_sec, .ctime_nsec = sb.st_ctim.tv_nsec,
-		.mode = sb.st_mode, .nlink = (uint32_t)sb.st_nlink, .gen = hold ? __atomic_load_n(&hold->gen, __ATOMIC_SEQ_CST) : 0};
+		.mode = sb.st_mode, .gen = hold ? __atomic_load_n(&hold->gen, __ATOMIC_SEQ_CST) : 0};
 	t->gen = hd.gen;
 	/* Whether the path ends in a symlink (the copy says so,
 	 * tiering.LinkXattr), asked of the descriptor, not the shared

@@ -212,7 +212,7 @@ AUGUR_HIDDEN void augur_ident_forget(uint64_t dev, uint64_t ino, uint64_t key)
  * writes the file (shim/writers.go, clearStale); the gen it moves makes a
  * publication under way take its copy back.
  */
-static void mark_stale(struct augur_segment *seg, uint64_t key)
+static void mark_stale(struct augur_segment *seg, uint64_t key, uint64_t dev, uint64_t ino)
 {
 	struct augur_hold *h = hold_of(seg, key);
 	__atomic_fetch_add(&h->gen, 1, __ATOMIC_SEQ_CST);
@@ -221,7 +221,9 @@ static void mark_stale(struct augur_segment *seg, uint64_t key)
 		__atomic_fetch_add(&seg->writes.stale, 1, __ATOMIC_RELAXED);
 	}
 	__atomic_fetch_add(&seg->counters.aliased, 1, __ATOMIC_RELAXED);
-	augur_emit(AUGUR_EV_STALE, -1, -1, key, "", 0);
+	char file[48];
+	snprintf(file, sizeof(file), "%llu:%llu", (unsigned long long)dev, (unsigned long long)ino);
+	augur_emit(AUGUR_EV_STALE, -1, -1, key, file, 0);
 }
 
 AUGUR_HIDDEN void augur_ident_changed(uint64_t dev, uint64_t ino, uint64_t own)
@@ -229,7 +231,7 @@ AUGUR_HIDDEN void augur_ident_changed(uint64_t dev, uint64_t ino, uint64_t own)
 	struct augur_segment *seg = augur_st.seg;
 	uint64_t key = seg ? ident_lookup(seg, dev, ino) : 0;
 	if (key && key != own)
-		mark_stale(seg, key);
+		mark_stale(seg, key, dev, ino);
 }
 
 /*

@@ -323,6 +323,30 @@ func (c *Catalog) Lookup(path string) (FileID, bool) {
 	return 0, false
 }
 
+// Under is the range [first, end) of the ids of the files under path: a
+// directory of the catalog (its subtree's files are consecutive), the
+// root or a directory above it (every file); empty for anything else.
+func (c *Catalog) Under(path string) (first, end FileID) {
+	if path == c.Root || path == "/" || strings.HasPrefix(c.Root, path+"/") {
+		return 0, FileID(c.files)
+	}
+	rel, ok := strings.CutPrefix(path, c.Root+"/")
+	d, known := c.byRel[rel]
+	if !ok || !known {
+		return 0, 0
+	}
+	lo, hi := int32(c.files), int32(0)
+	for _, s := range c.subtree(d) {
+		if dd := c.dirs[s]; dd.count > 0 {
+			lo, hi = min(lo, dd.first), max(hi, dd.first+dd.count)
+		}
+	}
+	if lo >= hi {
+		return 0, 0
+	}
+	return FileID(lo), FileID(hi)
+}
+
 // Candidates are the directories (relative to the root, "" for it) that
 // could be the dataset a script reads file f of: for ImageFolder, those f
 // lies in a class folder of (its directory's ancestors); for SortedFiles,

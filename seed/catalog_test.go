@@ -87,6 +87,26 @@ func TestCatalogTrainAndVal(t *testing.T) {
 	if _, err := c.Dataset("train/n01"); !errors.Is(err, ErrLayout) {
 		t.Errorf("a class folder as a dataset: %v, want ErrLayout (no class folder)", err)
 	}
+	// Under: the files of a directory's subtree, by their paths.
+	for path, want := range map[string][]string{
+		root + "/train":    {"train/n01/a.jpg", "train/n01/b.jpg", "train/n02/c.jpg"},
+		root + "/val/n02":  {"val/n02/e.jpg", "val/n02/f.jpg"},
+		root:               {"train/n01/a.jpg", "train/n01/b.jpg", "train/n02/c.jpg", "val/n01/d.jpg", "val/n02/e.jpg", "val/n02/f.jpg"},
+		filepath.Dir(root): {"train/n01/a.jpg", "train/n01/b.jpg", "train/n02/c.jpg", "val/n01/d.jpg", "val/n02/e.jpg", "val/n02/f.jpg"},
+		root + "/nowhere":  nil,
+		root + "/train/n0": nil,
+		root + "x/train":   nil,
+	} {
+		var got []string
+		first, end := c.Under(path)
+		for f := first; f < end; f++ {
+			got = append(got, c.Rel(f))
+		}
+		slices.Sort(got) // ids follow the walk, not the names
+		if !slices.Equal(got, want) {
+			t.Errorf("Under(%s) = %q, want %q", path, got, want)
+		}
+	}
 }
 
 // A file list is one dataset, in the list's order.

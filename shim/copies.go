@@ -28,7 +28,7 @@ func (c *clairvoyant) evict(t int, size int64) bool {
 		case int(c.where[f]) != t || staged || c.pending[f] || int(c.place.Tier[f]) == t:
 			i++
 			continue
-		case c.l.tiers[t].tree.Remove(c.cat.Path(f)) == nil:
+		case c.l.removeCopy(c.l.tiers[t].tree, c.cat.Path(f)) == nil:
 			c.setWhere(f, -1)
 			c.pool.Release(t, c.sizes[f])
 			removed = true
@@ -167,6 +167,27 @@ func (c *clairvoyant) forget(d dropped) {
 		c.stagedBytes -= c.sizes[f]
 	}
 	c.pool.Release(d.tier, d.bytes)
+	c.publishCounts()
+}
+
+// forgetTree forgets the copies of every file under dir: a process
+// renamed or removed the directory, and its copies went to the trash,
+// whose emptying gives their bytes back (Leader.release).
+func (c *clairvoyant) forgetTree(dir string) {
+	forgetTree(c.react, dir)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first, end := c.cat.Under(dir)
+	for f := first; f < end; f++ {
+		if c.where[f] < 0 {
+			continue
+		}
+		c.setWhere(f, -1)
+		if _, staged := c.staged[f]; staged {
+			delete(c.staged, f)
+			c.stagedBytes -= c.sizes[f]
+		}
+	}
 	c.publishCounts()
 }
 

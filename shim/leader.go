@@ -36,19 +36,21 @@ type Leader struct {
 	// compared with it, or the copy made, by a hash of the path: a job
 	// may read millions of files, and a collision only skips one
 	// comparison. recheck hands the comparisons to the revalidators.
-	checked *xsync.MapOf[uint64, int64]
-	seed    maphash.Seed
-	born    time.Time
-	recheck chan Event
-	dropped chan dropped   // stale copies the revalidators removed, for the policies
-	workers sync.WaitGroup // the revalidators and the reactive policy's statter
-	react   *reactive      // the reactive policy, or the clairvoyant one's when it could not plan
-	clair   *clairvoyant   // nil unless the policy is clairvoyant and planned
-	plans   chan planned   // the clairvoyant plan in the making, until run adopts it
-	early   []Event        // opens and closes seen while planning, for the plan
-	peers   *peering       // nil: a job of one node, or this node could not join the others
-	stop    chan struct{}
-	done    chan struct{}
+	checked  *xsync.MapOf[uint64, int64]
+	seed     maphash.Seed
+	born     time.Time
+	recheck  chan Event
+	dropped  chan dropped   // stale copies the revalidators or the tidier removed, for the policies
+	tidyQ    chan tidyWork  // changes of the namespace, for the tidier
+	released chan trashed   // bytes the tidier removed from the trash, for the policies
+	workers  sync.WaitGroup // the revalidators, the tidier and the reactive policy's statter
+	react    *reactive      // the reactive policy, or the clairvoyant one's when it could not plan
+	clair    *clairvoyant   // nil unless the policy is clairvoyant and planned
+	plans    chan planned   // the clairvoyant plan in the making, until run adopts it
+	early    []Event        // opens and closes seen while planning, for the plan
+	peers    *peering       // nil: a job of one node, or this node could not join the others
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // tierState is the leader's view of one tier.
@@ -79,6 +81,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
 		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(),
 		recheck: make(chan Event, backlog), dropped: make(chan dropped, backlog),
+		tidyQ: make(chan tidyWork, backlog), released: make(chan trashed, MaxTiers),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	l.publishIdentity()
 	l.checkRoots()
@@ -114,6 +117,8 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		l.workers.Add(1)
 		go l.revalidator()
 	}
+	l.workers.Add(1)
+	go l.tidier()
 	go l.run()
 	return l, nil
 }
@@ -248,6 +253,11 @@ func (l *Leader) openTiers() {
 			continue
 		}
 		ts.tree = tree
+		// Every copy this job may serve has its source's identity in the
+		// segment: a change through another name finds it (ident.go).
+		tree.Kept = func(source string, st *unix.Stat_t) bool {
+			return l.seg.identInsert(st.Dev, st.Ino, pathKey(source)) == nil
+		}
 		lock, err := tree.TryLock()
 		switch {
 		case err == nil:
@@ -401,6 +411,8 @@ func (l *Leader) serveChannels() bool {
 			l.adopt(p)
 		case d := <-l.dropped:
 			l.forget(d)
+		case t := <-l.released:
+			l.release(t)
 		default:
 			return true
 		}
@@ -444,6 +456,13 @@ func (l *Leader) handle(ev Event) bool {
 		l.react.onTeed(ev)
 	case ev.Kind == EvUnteed && l.react != nil:
 		l.react.onUnteed(ev)
+	case ev.Kind == EvInvalidate && ev.Tree:
+		l.changed(tidyWork{tree: ev.Path})
+		return true
+	case ev.Kind == EvStale:
+		if f, ok := parseStale(ev); ok {
+			l.changed(tidyWork{stale: f})
+		}
 	case ev.Kind == EvInvalidate: // fetch the new content on its next read
 		switch {
 		case l.clair != nil:

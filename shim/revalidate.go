@@ -80,13 +80,14 @@ func (l *Leader) revalidate(ev Event) {
 		return
 	}
 	err = statSource(ev.Path, &src)
-	if err == nil && src.Size == cst.Size && src.Mtim == cst.Mtim {
+	id, known := tiering.CopyIdent(cp)
+	if err == nil && tiering.Stands(id, known, &cst, &src) {
 		return
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		return // cannot tell; keep the copy
 	}
-	if tree.Remove(ev.Path) != nil {
+	if l.removeCopy(tree, ev.Path) != nil {
 		return
 	}
 	l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)

@@ -18,6 +18,7 @@ const (
 	EvRequest    = C.AUGUR_EV_REQUEST
 	EvTeed       = C.AUGUR_EV_TEED
 	EvUnteed     = C.AUGUR_EV_UNTEED
+	EvStale      = C.AUGUR_EV_STALE
 )
 
 // Event is one access reported by the data plane.
@@ -33,6 +34,7 @@ type Event struct {
 	Path      string // absolute source path ("" for Close)
 	Truncated bool   // Path was cut: the file is not known
 	Tee       bool   // Open: the reader tees the file (a Teed or Unteed event follows)
+	Tree      bool   // Invalidate: Path is a directory renamed or removed; its copies went to the trash
 }
 
 // stuckAfter is how long a claimed but unfinished slot is waited for
@@ -88,5 +90,6 @@ func decode(ev *C.struct_augur_event) Event {
 		Path:      C.GoStringN((*C.char)(unsafe.Pointer(&ev.path[0])), C.int(ev.pathlen)),
 		Truncated: ev.flags&C.AUGUR_EVF_TRUNCATED != 0,
 		Tee:       ev.flags&C.AUGUR_EVF_TEE != 0,
+		Tree:      ev.flags&C.AUGUR_EVF_TREE != 0,
 	}
 }

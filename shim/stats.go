@@ -38,6 +38,9 @@ type Stats struct {
 	OriginalBytes uint64        `json:"original_bytes_read"`
 	WriteOpens    uint64        `json:"write_opens"`
 	Invalidated   uint64        `json:"invalidated"`
+	Aliased       uint64        `json:"changed_by_another_name"`
+	Trees         uint64        `json:"directories_changed"`
+	StaleNow      uint64        `json:"stale_marks"`
 	TierErrors    uint64        `json:"tier_errors"`
 	Untrusted     uint64        `json:"untrusted_copies"`
 	HeldOpens     uint64        `json:"opens_while_written"`
@@ -122,11 +125,14 @@ func (s *Segment) Stats() Stats {
 		OriginalBytes: u64(&c.bytes[MaxTiers]),
 		WriteOpens:    u64(&c.write_opens),
 		Invalidated:   u64(&c.invalidated),
+		Aliased:       u64(&c.aliased),
+		Trees:         u64(&c.trees),
+		StaleNow:      u64(&s.s.writes.stale),
 		TierErrors:    u64(&c.tier_errors),
 		Untrusted:     u64(&c.untrusted),
 		HeldOpens:     u64(&c.held_opens),
 		CopiesHeld:    u64(&l.copies_held),
-		Writers:       u64(&s.s.writes.active),
+		Writers:       max(u64(&s.s.writes.active), u64(&s.s.writes.stale)) - u64(&s.s.writes.stale), // active counts stale marks too
 		WritersLost:   u64(&s.s.writes.lost),
 		Revalidated:   u64(&c.revalidated),
 		RingDropped:   u64(&c.ring_dropped),

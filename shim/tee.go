@@ -347,6 +347,7 @@ func (hd *teeHeader) stat() unix.Stat_t {
 		Dev: uint64(hd.dev), Ino: uint64(hd.ino), Mode: uint32(hd.mode), Size: int64(hd.size),
 		Atim: unix.Timespec{Sec: int64(hd.atime_sec), Nsec: int64(hd.atime_nsec)},
 		Mtim: unix.Timespec{Sec: int64(hd.mtime_sec), Nsec: int64(hd.mtime_nsec)},
+		Ctim: unix.Timespec{Sec: int64(hd.ctime_sec), Nsec: int64(hd.ctime_nsec)},
 	}
 }
 

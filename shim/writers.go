@@ -16,11 +16,12 @@ import (
 
 // Writers inside the job. The data plane registers every descriptor and
 // shared writable mapping through which a process of the job may write a
-// dataset file, and counts them per file (preload/writers.c, struct
-// augur_writes). The leader never copies a file so held, and discards a
-// copy whose file changed while it was made: writeGuard is the fetch
-// pool's fetchpool.Guard. Registrations of processes that died without
-// closing are released by releaseDead.
+// regular file, counts them by file (device and inode), and, for a
+// dataset path, by path too (preload/writers.c, struct augur_writes).
+// The leader never copies a file so held, and discards a copy whose file
+// changed while it was made: writeGuard is the fetch pool's
+// fetchpool.Guard. Registrations of processes that died without closing
+// are released by releaseDead.
 
 // hold is the writes table's entry of path.
 func (s *Segment) hold(path string) *C.struct_augur_hold {
@@ -30,54 +31,85 @@ func (s *Segment) hold(path string) *C.struct_augur_hold {
 // writeGuard is a fetchpool.Guard over the job's writes table.
 type writeGuard struct{ seg *Segment }
 
-// Begin refuses a file that a process of the job may be writing, and
-// otherwise returns its change generation.
-func (g writeGuard) Begin(path string) (uint64, bool) {
-	h := g.seg.hold(path)
+// token is what Begin hands Commit: the file's change generation and the
+// namespace's (a directory renamed or removed).
+func token(h *C.struct_augur_hold, w *C.struct_augur_writes) uint64 {
 	gen := atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.gen)))
-	return uint64(gen), atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0
+	ns := uint32(atomic.LoadUint64((*uint64)(unsafe.Pointer(&w.ns_gen))))
+	return uint64(gen) | uint64(ns)<<32
 }
 
-// Commit puts a copy of path made since Begin returned gen in place if
+// Begin refuses a file that a process of the job may be writing (or
+// changed by another name: a stale mark), and otherwise returns its
+// token.
+func (g writeGuard) Begin(path string) (uint64, bool) {
+	h := g.seg.hold(path)
+	return token(h, &g.seg.s.writes), atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0
+}
+
+// Commit puts a copy of path made since Begin returned tok in place if
 // no process writes the file and it did not change meanwhile, and takes
 // it back if that is no longer so once it is renamed. It counts itself in
-// the file's publishing while it does, and a change of the file waits,
-// after it has removed the copies, until that count is 0
-// (preload/waits.c, augur_await_publishers). All these loads and stores are sequentially
-// consistent (Go's atomics, the data plane's __ATOMIC_SEQ_CST), so a
-// change either moves gen before the check that follows the rename (and
-// this removes the copy before the change returns) or after it: then the
-// rename came before the change's removal of the copies, which removes it.
-func (g writeGuard) Commit(path string, gen uint64, rename func() error, remove func()) error {
+// the file's publishing, and in all files', while it does; a change of the
+// file, or of a directory, waits after it has removed the copies until
+// that count is 0 (preload/waits.c, augur_await_publishers). All these
+// loads and stores are sequentially consistent (Go's atomics, the data
+// plane's __ATOMIC_SEQ_CST), so a change either moves the token before
+// the check that follows the rename (and this removes the copy before the
+// change returns) or after it: then the rename came before the change's
+// removal of the copies, which removes it.
+//
+// Before the rename it records the copy's source, src, in the identity
+// table and then asks whether any process of the job writes that file
+// under any name; a writer counts itself before it looks in the table,
+// so one of the two sees the other (ident.go).
+func (g writeGuard) Commit(path string, tok uint64, src *unix.Stat_t, rename func() error, remove func()) error {
+	w := &g.seg.s.writes
 	h := g.seg.hold(path)
-	publishing := (*uint32)(unsafe.Pointer(&h.publishing))
-	atomic.AddUint32(publishing, 1)
-	defer func() {
-		atomic.AddUint32(publishing, ^uint32(0))
-		// A change counts itself waiting before it loads publishing
-		// again, so one this load misses sees the count just dropped.
-		if atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.waiting))) != 0 {
-			futexWake(publishing)
-		}
-	}()
-	if !unchanged(h, gen) {
+	defer publishing(&h.publishing, &h.waiting)()
+	defer publishing(&w.publishing, &w.waiting)()
+	if !unchanged(h, w, tok) {
+		return fetchpool.ErrHeld
+	}
+	key := pathKey(path)
+	if err := g.seg.identInsert(src.Dev, src.Ino, key); err != nil {
+		return err
+	}
+	if g.seg.identWritten(src.Dev, src.Ino) {
+		g.seg.identForget(src.Dev, src.Ino, key)
 		return fetchpool.ErrHeld
 	}
 	if err := rename(); err != nil {
+		g.seg.identForget(src.Dev, src.Ino, key)
 		return err
 	}
-	if !unchanged(h, gen) {
+	if !unchanged(h, w, tok) {
 		remove()
+		g.seg.identForget(src.Dev, src.Ino, key)
 		return fetchpool.ErrHeld
 	}
 	return nil
 }
 
-// unchanged says whether h's file has no writer and gen as its change
-// generation.
-func unchanged(h *C.struct_augur_hold, gen uint64) bool {
-	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0 &&
-		uint64(atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.gen)))) == gen
+// publishing counts a publication under way in *count until the function
+// it returns is called, which wakes the changes waiting for it.
+func publishing(count, waiting *C.uint32_t) func() {
+	c := (*uint32)(unsafe.Pointer(count))
+	atomic.AddUint32(c, 1)
+	return func() {
+		atomic.AddUint32(c, ^uint32(0))
+		// A change counts itself waiting before it loads the count
+		// again, so one this load misses sees the count just dropped.
+		if atomic.LoadUint32((*uint32)(unsafe.Pointer(waiting))) != 0 {
+			futexWake(c)
+		}
+	}
+}
+
+// unchanged says whether h's file has no writer and no stale mark, and
+// neither it nor the namespace changed since tok.
+func unchanged(h *C.struct_augur_hold, w *C.struct_augur_writes, tok uint64) bool {
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&h.writers))) == 0 && token(h, w) == tok
 }
 
 // releaseDead releases the registrations of writers whose process has
@@ -85,9 +117,6 @@ func unchanged(h *C.struct_augur_hold, gen uint64) bool {
 // copied again, and returns how many it released.
 func (s *Segment) releaseDead() int {
 	w := &s.s.writes
-	if u64(&w.active) == 0 {
-		return 0
-	}
 	n := 0
 	for i := range w.slot {
 		sl := &w.slot[i]
@@ -97,10 +126,15 @@ func (s *Segment) releaseDead() int {
 			!atomic.CompareAndSwapUint32(state, C.AUGUR_WRITER_USED, C.AUGUR_WRITER_FILLING) {
 			continue
 		}
-		h := &w.hold[uint64(sl.key)&(C.AUGUR_HOLD_SLOTS-1)]
-		atomic.AddUint32((*uint32)(unsafe.Pointer(&h.gen)), 1)
-		atomic.AddUint64((*uint64)(unsafe.Pointer(&w.active)), ^uint64(0))
-		atomic.AddUint32((*uint32)(unsafe.Pointer(&h.writers)), ^uint32(0))
+		if sl.dev != 0 || sl.ino != 0 { // counted by identity (preload/writers.c, ident_counted)
+			atomic.AddUint32(s.identCount(uint64(sl.dev), uint64(sl.ino)), ^uint32(0))
+		}
+		if sl.key != 0 { // a dataset path's writer: counted in its hold too
+			h := &w.hold[uint64(sl.key)&(C.AUGUR_HOLD_SLOTS-1)]
+			atomic.AddUint32((*uint32)(unsafe.Pointer(&h.gen)), 1)
+			atomic.AddUint64((*uint64)(unsafe.Pointer(&w.active)), ^uint64(0))
+			atomic.AddUint32((*uint32)(unsafe.Pointer(&h.writers)), ^uint32(0))
+		}
 		atomic.StoreUint32(state, C.AUGUR_WRITER_FREE)
 		n++
 	}

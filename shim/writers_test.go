@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/augur-hpc/augur/fetchpool"
+	"golang.org/x/sys/unix"
 )
 
 // word is a uint32 field of the segment, for the test to move as the data
@@ -26,6 +27,17 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 	g := writeGuard{seg}
 	h := seg.hold(path)
 	gen, writers, publishing := word(unsafe.Pointer(&h.gen)), word(unsafe.Pointer(&h.writers)), word(unsafe.Pointer(&h.publishing))
+	all := word(unsafe.Pointer(&seg.s.writes.publishing))
+	ns := (*uint64)(unsafe.Pointer(&seg.s.writes.ns_gen))
+	src := &unix.Stat_t{Dev: 42, Ino: 7}
+	// A process writes the file by another name: its slot, counted by
+	// identity, as preload/writers.c's claim makes it.
+	otherWriter := func() {
+		sl := &seg.s.writes.slot[5]
+		sl.dev, sl.ino = 42, 7
+		atomic.StoreUint32(word(unsafe.Pointer(&sl.state)), 2) // AUGUR_WRITER_USED
+		atomic.AddUint32(seg.identCount(42, 7), 1)
+	}
 	cases := []struct {
 		name     string
 		before   func() // between Begin and Commit
@@ -39,10 +51,17 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 		{name: "writer-came", before: func() { atomic.AddUint32(writers, 1) }, err: fetchpool.ErrHeld},
 		{name: "changed-during-rename", inRename: func() { atomic.AddUint32(gen, 1) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
 		{name: "writer-during-rename", inRename: func() { atomic.AddUint32(writers, 1) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
+		{name: "stale-during-rename", inRename: func() { atomic.OrUint32(writers, 0x80000000) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
+		{name: "directory-renamed-before", before: func() { atomic.AddUint64(ns, 1) }, err: fetchpool.ErrHeld},
+		{name: "directory-renamed-during-rename", inRename: func() { atomic.AddUint64(ns, 1) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
+		{name: "written-by-another-name", before: otherWriter, err: fetchpool.ErrHeld},
+		{name: "another-name-has-a-copy", before: func() { must(t, seg.identInsert(42, 7, pathKey("/data/cls/g.bin"))) }, err: ErrAlias},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			atomic.StoreUint32(writers, 0)
+			seg.identForget(42, 7, 0)
+			clearSlots(seg)
 			token, ok := g.Begin(path)
 			if !ok {
 				t.Fatal("Begin refused a file nobody writes")
@@ -52,8 +71,11 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 			}
 			renamed, removed := false, false
 			var during uint32
-			err := g.Commit(path, token, func() error {
+			err := g.Commit(path, token, src, func() error {
 				renamed, during = true, atomic.LoadUint32(publishing)
+				if atomic.LoadUint32(all) != 1 {
+					t.Error("the publication is not counted among all files'")
+				}
 				if c.inRename != nil {
 					c.inRename()
 				}
@@ -76,13 +98,72 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 			if n := atomic.LoadUint32(publishing); n != 0 {
 				t.Errorf("publishing is %d after Commit, want 0", n)
 			}
+			if key, found := identOf(seg, 42, 7); found != (err == nil && renamed) && c.err != ErrAlias {
+				t.Errorf("identity table holds the copy: %v (key %x), want %v", found, key, err == nil)
+			}
 		})
 	}
 	// A rename that fails is the tier's error, returned as it is.
 	atomic.StoreUint32(writers, 0)
+	seg.identForget(42, 7, 0)
+	clearSlots(seg)
 	token, _ := g.Begin(path)
 	full := errors.New("no space")
-	if err := g.Commit(path, token, func() error { return full }, func() { t.Error("removed a copy never renamed") }); err != full {
+	if err := g.Commit(path, token, src, func() error { return full }, func() { t.Error("removed a copy never renamed") }); err != full {
 		t.Errorf("Commit of a failed rename = %v, want %v", err, full)
+	}
+	if _, found := identOf(seg, 42, 7); found {
+		t.Error("a copy never renamed stays in the identity table")
+	}
+}
+
+// identOf is the key the identity table holds for (dev, ino).
+func identOf(seg *Segment, dev, ino uint64) (uint64, bool) {
+	for which := 0; which < 2; which++ {
+		b := seg.identBucket(dev, ino, which)
+		for w := range b {
+			if k := atomic.LoadUint64(identKey(&b[w])); k != 0 && uint64(b[w].dev) == dev && uint64(b[w].ino) == ino {
+				return k, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// clearSlots frees every writer slot and identity count.
+func clearSlots(seg *Segment) {
+	w := &seg.s.writes
+	for i := range w.slot {
+		atomic.StoreUint32(word(unsafe.Pointer(&w.slot[i].state)), 0)
+	}
+	for i := range w.ident_count {
+		atomic.StoreUint32(word(unsafe.Pointer(&w.ident_count[i])), 0)
+	}
+}
+
+// The identity table takes a file under one key, refuses it under
+// another (a second name of a file with a copy), forgets it, and, once
+// both of a file's buckets are full, refuses more.
+func TestIdentityTable(t *testing.T) {
+	seg := testSegment(t, "unit-ident")
+	must(t, seg.identInsert(1, 2, 100))
+	must(t, seg.identInsert(1, 2, 100))
+	if err := seg.identInsert(1, 2, 101); err != ErrAlias {
+		t.Errorf("a second name = %v, want ErrAlias", err)
+	}
+	seg.identForget(1, 2, 100)
+	must(t, seg.identInsert(1, 2, 101))
+	// Other files fill both buckets of (1, 2): no room for it.
+	seg.identForget(1, 2, 0)
+	for which := 0; which < 2; which++ {
+		b := seg.identBucket(1, 2, which)
+		for w := range b {
+			*(*uint64)(unsafe.Pointer(&b[w].dev)) = 9
+			*(*uint64)(unsafe.Pointer(&b[w].ino)) = uint64(10*which + w + 10)
+			atomic.StoreUint64(identKey(&b[w]), 500)
+		}
+	}
+	if err := seg.identInsert(1, 2, 102); err != ErrIdentFull {
+		t.Errorf("full buckets = %v, want ErrIdentFull", err)
 	}
 }

@@ -16,9 +16,11 @@ import (
 // cpythonModules are CPython's own tests of files (Debian's
 // libpython3.11-testsuite): opening, reading, writing, renaming,
 // truncating, mapping, copying, archiving files, in threads and child
-// processes.
+// processes; shelves and dbm files replaced in place, mailboxes whose
+// directories are removed and made again.
 var cpythonModules = []string{"test_fileio", "test_io", "test_os", "test_mmap", "test_shutil",
-	"test_tempfile", "test_file", "test_posix", "test_glob", "test_pathlib", "test_zipfile", "test_tarfile"}
+	"test_tempfile", "test_file", "test_posix", "test_glob", "test_pathlib", "test_zipfile", "test_tarfile",
+	"test_shelve", "test_dbm_dumb", "test_mailbox"}
 
 // TestCPythonFileTests runs CPython's file tests with their temporary
 // directory, where they write and read every file, inside a dataset root:

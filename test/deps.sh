@@ -5,7 +5,7 @@
 # shim with inotify.
 set -euo pipefail
 pkgs=(python3 python3-numpy python3-pil python3-torch python3-torchvision
-      libpython3.11-testsuite fio inotify-tools strace fuse3 libaio1 attr gcc make)
+      libpython3.11-testsuite fio inotify-tools strace fuse3 libaio1 attr rsync gcc make)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -127,6 +127,17 @@ func randHex(n int) string {
 	return fmt.Sprintf("%x", b)
 }
 
+// job is the case's job id (AUGUR_JOB).
+func (c *Case) job() string {
+	for _, e := range c.Env {
+		if v, ok := strings.CutPrefix(e, "AUGUR_JOB="); ok {
+			return v
+		}
+	}
+	c.T.Fatal("the case names no job")
+	return ""
+}
+
 // Write creates a dataset file (rel to the root) and returns its path.
 func (c *Case) Write(rel string, data []byte) string {
 	c.T.Helper()

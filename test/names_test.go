@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,8 +54,7 @@ func TestCopyBelongsToFile(t *testing.T) {
 	for _, policy := range []string{"static", "reactive", "clairvoyant"} {
 		for _, nc := range nameCases {
 			t.Run(policy+"/"+nc.name, func(t *testing.T) {
-				c := NewCase(t)
-				c.Set("AUGUR_POLICY=" + policy)
+				c := nameCase(t, policy)
 				for _, rel := range []string{"d/f.bin", "d/g.bin", "e/h.bin"} {
 					c.Write(rel, randomBytes(5000))
 				}
@@ -71,6 +71,11 @@ func TestCopyBelongsToFile(t *testing.T) {
 					cmd = []string{"--", "unshare", "-m", "--propagation", "private", "sh", "-c", sh}
 				}
 				stdout, stderr := c.AugurRun(cmd...)
+				// The reads before the change were served from a tier:
+				// otherwise the case proves nothing.
+				if st := jobStats(t, c, c.job()); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
+					t.Fatalf("no open was served from a tier\nstderr:\n%s", stderr)
+				}
 				got := strings.Fields(stdout)
 				if len(got) != len(nc.check) {
 					t.Fatalf("names.py printed %q, want %d lines\nstderr:\n%s", stdout, len(nc.check), stderr)
@@ -83,6 +88,15 @@ func TestCopyBelongsToFile(t *testing.T) {
 			})
 		}
 	}
+}
+
+// nameCase is a case of the policy, whose dataset (no images) the
+// clairvoyant policy lists flat.
+func nameCase(t *testing.T, policy string) *Case {
+	c := NewCase(t)
+	c.Set("AUGUR_POLICY=" + policy)
+	c.Set("AUGUR_LAYOUT=flat")
+	return c
 }
 
 // copyEverywhere puts a copy of every dataset file in both tiers.
@@ -126,4 +140,72 @@ func namesScript(t *testing.T) string {
 	abs, err := filepath.Abs("python/names.py")
 	must(t, err)
 	return abs
+}
+
+// toolChanges are programs that change a dataset inside a job: each
+// shell command runs under augur run after every file was read from the
+// tiers (ROOT is the dataset root, NEW a directory beside it holding d/
+// with new contents, NEW.tar the same as an archive).
+var toolChanges = []struct {
+	name, sh string
+	check    []string
+}{
+	{"find-delete", `find "$ROOT/d" -name '*.bin' -delete`, []string{"d/f.bin", "d/g.bin"}},
+	{"rm-r", `rm -r "$ROOT/d"`, []string{"d/f.bin", "d/g.bin"}},
+	{"mv", `mv "$ROOT/d" "$ROOT/d2"`, []string{"d/f.bin", "d2/f.bin"}},
+	{"tar-x-over", `tar -xf "$NEW.tar" -C "$ROOT"`, []string{"d/f.bin", "d/g.bin"}},
+	{"rsync", `rsync -a "$NEW/" "$ROOT/"`, []string{"d/f.bin", "d/g.bin"}},
+	{"rsync-inplace", `rsync -a --inplace "$NEW/" "$ROOT/"`, []string{"d/f.bin", "d/g.bin"}},
+}
+
+// TestToolsChangeTheDataset runs coreutils, findutils, tar and rsync
+// over a dataset whose files the job has read from the tiers, under each
+// policy, and requires the job's next reads to be of what the kernel says
+// each path holds.
+func TestToolsChangeTheDataset(t *testing.T) {
+	for _, name := range []string{"find", "rm", "mv", "tar", "rsync"} {
+		needProgram(t, name)
+	}
+	for _, policy := range []string{"static", "reactive", "clairvoyant"} {
+		for _, tc := range toolChanges {
+			t.Run(policy+"/"+tc.name, func(t *testing.T) {
+				c := nameCase(t, policy)
+				for _, rel := range []string{"d/f.bin", "d/g.bin", "e/h.bin"} {
+					c.Write(rel, randomBytes(5000))
+				}
+				copyEverywhere(c)
+				newDir := filepath.Join(c.Dir, "new")
+				for _, rel := range []string{"d/f.bin", "d/g.bin"} {
+					p := filepath.Join(newDir, rel)
+					must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+					must(t, os.WriteFile(p, randomBytes(6000), 0o644))
+				}
+				if out, err := exec.Command("tar", "-cf", newDir+".tar", "-C", newDir, "d").CombinedOutput(); err != nil {
+					t.Fatalf("tar: %v\n%s", err, out)
+				}
+				c.Set("ROOT=" + c.Dataset)
+				c.Set("NEW=" + newDir)
+				var paths []string
+				for _, rel := range tc.check {
+					paths = append(paths, filepath.Join(c.Dataset, rel))
+				}
+				c.Set("READ=" + readScript)
+				sh := fmt.Sprintf(`cat "$ROOT"/d/* "$ROOT"/e/* >/dev/null && %s && exec %s -c "$READ" %s`,
+					tc.sh, Python, strings.Join(paths, " "))
+				stdout, stderr := c.AugurRun("--", "sh", "-c", sh)
+				if st := jobStats(t, c, c.job()); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
+					t.Fatalf("no open was served from a tier\nstderr:\n%s", stderr)
+				}
+				got := strings.Fields(stdout)
+				if len(got) != len(paths) {
+					t.Fatalf("printed %q, want %d lines\nstderr:\n%s", stdout, len(paths), stderr)
+				}
+				for i, p := range paths {
+					if want := kernelDigest(t, p); got[i] != want {
+						t.Errorf("%s: read %s, the kernel says it holds %s", p, got[i], want)
+					}
+				}
+			})
+		}
+	}
 }

@@ -14,8 +14,8 @@ const (
 	// directory's rename or removal (preload/invalidate.c moves them
 	// here, one rename each), until EmptyTrash removes them.
 	TrashDir = "trash"
-	lockName = "lock"  // the writer lock
-	dirMark  = "@"     // appended to every directory component of a copy path
+	lockName = "lock" // the writer lock
+	dirMark  = "@"    // appended to every directory component of a copy path
 )
 
 // ErrNotCopyable is returned for a source path that has no copy path: not

@@ -95,10 +95,11 @@ type Source struct {
 // A Commit puts a finished copy in place: it calls rename, which moves
 // the copy there, or refuses to (its error is then returned and nothing
 // is published), and may take the copy back with remove after the
-// rename. The caller of a publish uses it to bracket the rename with a
-// check that the source did not change meanwhile (fetchpool.Guard).
-// Without one the copy is renamed into place.
-type Commit func(rename func() error, remove func()) error
+// rename. src is the stat of the source the copy was made from. The
+// caller of a publish uses it to bracket the rename with a check that the
+// source did not change meanwhile, and to record the copy's identity
+// (fetchpool.Guard). Without one the copy is renamed into place.
+type Commit func(src *unix.Stat_t, rename func() error, remove func()) error
 
 // OpenSource opens path for a copy. It opens without following a final
 // symlink first, and learns that way whether the path is one without a
@@ -280,7 +281,7 @@ func (tr *Tree) PublishFile(source string, st *unix.Stat_t, link bool, dirfd int
 	if commit == nil {
 		err = rename()
 	} else {
-		err = commit(rename, func() { tr.Remove(source) })
+		err = commit(st, rename, func() { tr.Remove(source) })
 	}
 	if err != nil {
 		unix.Unlinkat(tmpfd, tmp, 0) // ENOENT if commit renamed it and took it back
@@ -320,7 +321,7 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() b
 		if commit == nil {
 			err = rename()
 		} else {
-			err = commit(rename, func() { tr.Remove(source) })
+			err = commit(st, rename, func() { tr.Remove(source) })
 		}
 	}
 	if err != nil {

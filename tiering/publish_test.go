@@ -202,9 +202,9 @@ func TestCommitPutsTheCopyInPlace(t *testing.T) {
 		err    error
 	}{
 		{"none", nil, nil},
-		{"renames", func(rename func() error, _ func()) error { return rename() }, nil},
-		{"refuses", func(func() error, func()) error { return refused }, refused},
-		{"takes-back", func(rename func() error, remove func()) error {
+		{"renames", func(_ *unix.Stat_t, rename func() error, _ func()) error { return rename() }, nil},
+		{"refuses", func(*unix.Stat_t, func() error, func()) error { return refused }, refused},
+		{"takes-back", func(_ *unix.Stat_t, rename func() error, remove func()) error {
 			if err := rename(); err != nil {
 				return err
 			}

@@ -155,10 +155,11 @@ func TestCheckComparesIdentity(t *testing.T) {
 
 	var kept []string
 	var mu sync.Mutex
-	tier.Kept = func(source string, st *unix.Stat_t) {
+	tier.Kept = func(source string, st *unix.Stat_t) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		kept = append(kept, source)
+		return true
 	}
 	rep := tier.Check()
 	if rep.Stale != 2 || rep.Files != 1 {

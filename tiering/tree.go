@@ -42,10 +42,11 @@ func (e *UnsafeError) Error() string { return e.Path + " " + e.Why }
 // concurrent use; Close it when done.
 type Tree struct {
 	Tier
-	// Kept, if set, is told of each copy Check (and Validate) keeps,
-	// with its source's stat, from several goroutines at once: the leader
-	// records the identity of every copy it may serve.
-	Kept     func(source string, src *unix.Stat_t)
+	// Kept, if set, is told of each copy Check (and Validate) would
+	// keep, with its source's stat, from several goroutines at once, and
+	// says whether to keep it: the leader records the identity of every
+	// copy it may serve, and drops one it cannot record.
+	Kept     func(source string, src *unix.Stat_t) bool
 	fd       int
 	dev, ino uint64
 	uid      uint32 // the tier's owner: this user, when Open checked it

@@ -108,10 +108,8 @@ func (tr *Tree) checkCopy(source string, cst *unix.Stat_t) (bool, error) {
 	if err != nil && !gone(err) {
 		return true, err
 	}
-	if err == nil && sst.Mode&unix.S_IFMT == unix.S_IFREG && tr.stands(source, cst, &sst) {
-		if tr.Kept != nil {
-			tr.Kept(source, &sst)
-		}
+	if err == nil && sst.Mode&unix.S_IFMT == unix.S_IFREG && tr.stands(source, cst, &sst) &&
+		(tr.Kept == nil || tr.Kept(source, &sst)) {
 		return true, nil
 	}
 	if rerr := tr.Remove(source); rerr != nil && !errors.Is(rerr, unix.ENOENT) {
@@ -156,6 +154,16 @@ func (tr *Tree) EmptyTrash(forget func(Ident)) Usage {
 		}
 	}, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) }, func(error) {})
 	return u
+}
+
+// Sources tells fn the source and size of every copy in the tier,
+// without checking them.
+func (tr *Tree) Sources(fn func(source string, size int64)) {
+	tr.walk(filesDir, func(e *entry) {
+		if src, ok := sourceOf(e.rel); ok && e.st.Mode&unix.S_IFMT == unix.S_IFREG {
+			fn(src, e.st.Size)
+		}
+	}, nil, func(error) {})
 }
 
 // Usage counts the copies in the tier without checking them.

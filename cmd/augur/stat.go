@@ -113,6 +113,8 @@ func printStats(w io.Writer, st shim.Stats) {
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
 		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
 	fmt.Fprintf(w, "copies invalidated %d   compared with their source at open %d\n", st.Invalidated, st.Revalidated)
+	fmt.Fprintf(w, "files changed through another name %d (stale now %d)   directories renamed or removed %d\n",
+		st.Aliased, st.StaleNow, st.Trees)
 	fmt.Fprintf(w, "stale removed at start %d   tier errors %d   copies refused (not yours) %d\n",
 		st.StaleRemoved, st.TierErrors, st.Untrusted)
 	fmt.Fprintf(w, "events %d   dropped (ring full) %d   lost %d   untracked fds %d\n",
