@@ -237,6 +237,9 @@ struct augur_src_ident {
 /* A tier's directory of subtrees taken out of service, which the leader
  * empties (tiering.TrashDir). */
 #define AUGUR_TRASH_DIR "trash"
+/* The source directory a subtree in the trash held, on its top
+ * (tiering.TrashDirXattr). */
+#define AUGUR_TRASH_XATTR "user.augur.dir"
 
 /* augur_write_prepare is the part of a write open before the real call,
  * for opens that go through libc internally (fopen): when (dirfd, path)

@@ -107,7 +107,7 @@ static void remove_tree(int dirfd, const char *name)
  * of a million files costs its renamer one rename. Where the rename
  * fails, the copies are removed here, one by one.
  */
-static void move_aside(int t, const char *rel)
+static void move_aside(int t, const char *rel, const char *abs)
 {
 	static uint64_t seq;
 	int dir = CALL_REAL(openat, -1, AT_FDCWD, augur_st.tiers[t], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -124,6 +124,11 @@ static void move_aside(int t, const char *rel)
 			r = CALL_REAL(renameat, -1, dir, rel, dir, name);
 		if (r != 0 && errno != ENOENT)
 			remove_tree(dir, rel);
+		/* What it held, for the leader, which forgets each file's
+		 * identity as it removes it (tiering.TrashDirXattr). */
+		char moved[PATH_MAX];
+		if (r == 0 && snprintf(moved, sizeof(moved), "%s/%s", augur_st.tiers[t], name) < (int)sizeof(moved))
+			lsetxattr(moved, AUGUR_TRASH_XATTR, abs, strlen(abs), 0);
 	}
 	augur_real.close(dir);
 }
@@ -169,7 +174,7 @@ AUGUR_HIDDEN void augur_invalidate_tree(const char *abs)
 		__atomic_fetch_add(&seg->writes.ns_gen, 1, __ATOMIC_SEQ_CST);
 	for (int t = 0; t < augur_st.ntiers; t++)
 		if (augur_st.tiers[t][0])
-			move_aside(t, rel);
+			move_aside(t, rel, abs);
 	augur_await_all_publishers();
 	if (seg) {
 		__atomic_fetch_add(&seg->counters.trees, 1, __ATOMIC_RELAXED);

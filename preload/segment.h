@@ -28,7 +28,9 @@
 #define AUGUR_HOLD_SLOTS 8192   /* power of two */
 #define AUGUR_RECENT_WRITES 64  /* power of two */
 #define AUGUR_CONFIG_PATH 1024
-#define AUGUR_IDENT_BUCKETS (1u << 18) /* power of two; struct augur_ident */
+#define AUGUR_IDENT_LEVELS 9        /* struct augur_ident: levels of 2^10 .. 2^18 buckets */
+#define AUGUR_IDENT_BUCKETS0 1024u  /* the first level's buckets */
+#define AUGUR_IDENT_BUCKETS (AUGUR_IDENT_BUCKETS0 * ((1u << AUGUR_IDENT_LEVELS) - 1))
 #define AUGUR_IDENT_WAYS 4
 #define AUGUR_IDENT_COUNTS 4096 /* power of two; struct augur_writes.ident_count */
 
@@ -325,6 +327,8 @@ struct augur_writes {
 	uint64_t ns_gen;   /* directories renamed or removed under a root */
 	uint32_t publishing; /* the leader's publications under way, all files */
 	uint32_t waiting;    /* tree changes waiting for publishing to reach 0 */
+	uint32_t ident_levels; /* levels of ident[] in use (struct augur_ident) */
+	uint32_t pad;
 	uint32_t ident_count[AUGUR_IDENT_COUNTS]; /* slots with (dev, ino), by their hash */
 	struct augur_hold hold[AUGUR_HOLD_SLOTS];
 	struct augur_writer slot[AUGUR_WRITER_SLOTS];
@@ -333,11 +337,15 @@ struct augur_writes {
 /*
  * The identity of every copy's source: device and inode, and the key
  * (FNV-1a) of the source path the copy is found by; key 0 is a free
- * entry. A file is found in one of two buckets of AUGUR_IDENT_WAYS
- * entries (augur_ident_bucket), so a lookup reads two cache lines. Only
- * the leader inserts (before it publishes a copy, and for the copies it
- * finds at start); whoever removes a copy may remove its entry. An entry
- * whose copy is gone only makes a writer of its file do what it need not.
+ * entry. The table grows by levels, each twice the last (ident_levels in
+ * use, raised by the leader when every level before is full where a file
+ * would go), so that a job of a few thousand copies touches a few pages
+ * of it, and one of a million 48 MiB. In each level a file is in one of
+ * two buckets of AUGUR_IDENT_WAYS entries (augur_ident_bucket): a lookup
+ * reads two cache lines per level in use. Only the leader inserts
+ * (before it publishes a copy, and for the copies it finds at start);
+ * whoever removes a copy may remove its entry. An entry whose copy is
+ * gone only makes a writer of its file do what it need not.
  */
 struct augur_ident {
 	uint64_t dev, ino;
@@ -350,11 +358,13 @@ static inline uint64_t augur_ident_hash(uint64_t dev, uint64_t ino)
 	return h ^ (h >> 29);
 }
 
-/* augur_ident_bucket is bucket which (0 or 1) of the file (dev, ino). */
-static inline uint32_t augur_ident_bucket(uint64_t dev, uint64_t ino, int which)
+/* augur_ident_bucket is bucket which (0 or 1) of the file (dev, ino) in
+ * level (0 .. AUGUR_IDENT_LEVELS-1): an index of augur_segment.ident. */
+static inline uint32_t augur_ident_bucket(uint64_t dev, uint64_t ino, int level, int which)
 {
 	uint64_t h = augur_ident_hash(dev, ino);
-	return (uint32_t)((which ? h >> 32 : h) & (AUGUR_IDENT_BUCKETS - 1));
+	uint32_t size = AUGUR_IDENT_BUCKETS0 << level;
+	return AUGUR_IDENT_BUCKETS0 * ((1u << level) - 1) + (uint32_t)((which ? h >> 32 : h) & (size - 1));
 }
 
 struct augur_ring {

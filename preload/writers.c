@@ -174,19 +174,21 @@ AUGUR_HIDDEN int augur_write_begin(const char *abs)
 	return seg && !augur_vforked() ? claim(seg, augur_fnv1a(abs), -2, 0, 0, 0, 0) : -1;
 }
 
-/* ident_lookup is the key of the source path whose copy the file (dev,
- * ino) is in ident[], or 0. */
-static uint64_t ident_lookup(struct augur_segment *seg, uint64_t dev, uint64_t ino)
+/* ident_each calls fn(seg, key, dev, ino) for the key of each entry of
+ * ident[] naming the file (dev, ino): a copy of it under each of its names. */
+static void ident_each(struct augur_segment *seg, uint64_t dev, uint64_t ino, uint64_t own,
+		       void (*fn)(struct augur_segment *, uint64_t, uint64_t, uint64_t))
 {
-	for (int which = 0; which < 2; which++) {
-		struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, which)];
-		for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
-			uint64_t key = __atomic_load_n(&b[i].key, __ATOMIC_SEQ_CST);
-			if (key && b[i].dev == dev && b[i].ino == ino)
-				return key;
+	int levels = (int)__atomic_load_n(&seg->writes.ident_levels, __ATOMIC_SEQ_CST);
+	for (int level = 0; level < levels && level < AUGUR_IDENT_LEVELS; level++)
+		for (int which = 0; which < 2; which++) {
+			struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, level, which)];
+			for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
+				uint64_t key = __atomic_load_n(&b[i].key, __ATOMIC_SEQ_CST);
+				if (key && key != own && b[i].dev == dev && b[i].ino == ino)
+					fn(seg, key, dev, ino);
+			}
 		}
-	}
-	return 0;
 }
 
 AUGUR_HIDDEN void augur_ident_forget(uint64_t dev, uint64_t ino, uint64_t key)
@@ -194,14 +196,16 @@ AUGUR_HIDDEN void augur_ident_forget(uint64_t dev, uint64_t ino, uint64_t key)
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
 		return;
-	for (int which = 0; which < 2; which++) {
-		struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, which)];
-		for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
-			uint64_t k = key;
-			if (__atomic_load_n(&b[i].key, __ATOMIC_ACQUIRE) == key && b[i].dev == dev && b[i].ino == ino)
-				__atomic_compare_exchange_n(&b[i].key, &k, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	int levels = (int)__atomic_load_n(&seg->writes.ident_levels, __ATOMIC_ACQUIRE);
+	for (int level = 0; level < levels && level < AUGUR_IDENT_LEVELS; level++)
+		for (int which = 0; which < 2; which++) {
+			struct augur_ident *b = seg->ident[augur_ident_bucket(dev, ino, level, which)];
+			for (int i = 0; i < AUGUR_IDENT_WAYS; i++) {
+				uint64_t k = key;
+				if (__atomic_load_n(&b[i].key, __ATOMIC_ACQUIRE) == key && b[i].dev == dev && b[i].ino == ino)
+					__atomic_compare_exchange_n(&b[i].key, &k, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			}
 		}
-	}
 }
 
 /*
@@ -229,9 +233,8 @@ static void mark_stale(struct augur_segment *seg, uint64_t key, uint64_t dev, ui
 AUGUR_HIDDEN void augur_ident_changed(uint64_t dev, uint64_t ino, uint64_t own)
 {
 	struct augur_segment *seg = augur_st.seg;
-	uint64_t key = seg ? ident_lookup(seg, dev, ino) : 0;
-	if (key && key != own)
-		mark_stale(seg, key, dev, ino);
+	if (seg)
+		ident_each(seg, dev, ino, own, mark_stale);
 }
 
 /*

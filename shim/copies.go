@@ -109,6 +109,7 @@ func (c *clairvoyant) done(res fetchpool.Result) {
 		if errors.Is(res.Err, fetchpool.ErrHeld) {
 			addU64(&ld.copies_held, 1)
 		}
+		c.l.refused(res)
 		if _, staged := c.staged[f]; staged {
 			delete(c.staged, f)
 			c.stagedBytes -= c.sizes[f]

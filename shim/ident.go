@@ -7,6 +7,8 @@ import "C"
 
 import (
 	"errors"
+
+	"github.com/augur-hpc/augur/fetchpool"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,79 +26,122 @@ import (
 // then removes the copy and clears the mark once no process writes the
 // file (clearStale). See preload/segment.h and preload/writers.c.
 
-// ErrAlias: another name of the same file has a copy already; a file
-// gets one, so that a change through any name finds it.
-var ErrAlias = errors.New("another name of this file has a copy; not copied")
-
 // ErrIdentFull: the identity table has no room for this copy (both of its
 // buckets full); the file is read from its source.
 var ErrIdentFull = errors.New("the identity table is full; not copied")
+
+// refused says whether res is a copy the identity table refused, and
+// says why once per kind.
+func (l *Leader) refused(res fetchpool.Result) bool {
+	switch {
+	case errors.Is(res.Err, ErrIdentFull):
+		l.fullOnce.Do(func() {
+			l.log.Warn().Msgf("%s: %v: some two million copies, or an unlucky spread; files beyond it are read from their source", res.Path, res.Err)
+		})
+	default:
+		return false
+	}
+	return true
+}
 
 // identMu serializes the leader's inserts: only the leader process
 // inserts, from the pool's workers at once. Removals (any process) are
 // compare-and-swaps of the key.
 var identMu sync.Mutex
 
-// identEntry is entry w of bucket which of the file (dev, ino).
-func (s *Segment) identBucket(dev, ino uint64, which int) *[C.AUGUR_IDENT_WAYS]C.struct_augur_ident {
-	b := C.augur_ident_bucket(C.uint64_t(dev), C.uint64_t(ino), C.int(which))
+// identBucket is bucket which (0, 1) of the file (dev, ino) in level.
+func (s *Segment) identBucket(dev, ino uint64, level, which int) *[C.AUGUR_IDENT_WAYS]C.struct_augur_ident {
+	b := C.augur_ident_bucket(C.uint64_t(dev), C.uint64_t(ino), C.int(level), C.int(which))
 	return &s.s.ident[b]
 }
 
 func identKey(e *C.struct_augur_ident) *uint64 { return (*uint64)(unsafe.Pointer(&e.key)) }
 
+// identLevels is the number of levels of the table in use.
+func (s *Segment) identLevels() int {
+	return int(atomic.LoadUint32((*uint32)(unsafe.Pointer(&s.s.writes.ident_levels))))
+}
+
+// identEach calls fn for each entry of the file (dev, ino)'s buckets in
+// the levels in use, until it returns false.
+func (s *Segment) identEach(dev, ino uint64, fn func(e *C.struct_augur_ident) bool) {
+	for level := 0; level < s.identLevels(); level++ {
+		for which := 0; which < 2; which++ {
+			b := s.identBucket(dev, ino, level, which)
+			for w := range b {
+				if !fn(&b[w]) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // identInsert records that the copy found by key is of the file (dev,
-// ino).
+// ino): in the first level with room in one of the file's buckets (the
+// emptier), raising the levels in use when none has. A file may have
+// entries under several keys (a copy under each of its names).
 func (s *Segment) identInsert(dev, ino, key uint64) error {
 	identMu.Lock()
 	defer identMu.Unlock()
-	var free *C.struct_augur_ident
-	frees := -1
+	there := false
+	s.identEach(dev, ino, func(e *C.struct_augur_ident) bool {
+		there = atomic.LoadUint64(identKey(e)) == key && uint64(e.dev) == dev && uint64(e.ino) == ino
+		return !there
+	})
+	if there {
+		return nil
+	}
+	for level := 0; level < identMaxLevels; level++ {
+		if e := s.identFree(dev, ino, level); e != nil {
+			e.dev, e.ino = C.uint64_t(dev), C.uint64_t(ino)
+			atomic.StoreUint64(identKey(e), key)
+			if level >= s.identLevels() {
+				atomic.StoreUint32((*uint32)(unsafe.Pointer(&s.s.writes.ident_levels)), uint32(level+1))
+			}
+			return nil
+		}
+	}
+	return ErrIdentFull
+}
+
+// identMaxLevels is how many levels the table can grow to.
+const identMaxLevels = C.AUGUR_IDENT_LEVELS
+
+// identFree is a free entry of the file (dev, ino) in level, in the
+// emptier of its two buckets, or nil.
+func (s *Segment) identFree(dev, ino uint64, level int) *C.struct_augur_ident {
+	var best *C.struct_augur_ident
+	bestFree := 0
 	for which := 0; which < 2; which++ {
-		b := s.identBucket(dev, ino, which)
+		b := s.identBucket(dev, ino, level, which)
 		n := 0
 		var first *C.struct_augur_ident
 		for w := range b {
-			e := &b[w]
-			k := atomic.LoadUint64(identKey(e))
-			switch {
-			case k == 0:
+			if atomic.LoadUint64(identKey(&b[w])) == 0 {
 				n++
 				if first == nil {
-					first = e
+					first = &b[w]
 				}
-			case uint64(e.dev) == dev && uint64(e.ino) == ino:
-				if k == key {
-					return nil
-				}
-				return ErrAlias
 			}
 		}
-		if n > frees {
-			free, frees = first, n
+		if n > bestFree {
+			best, bestFree = first, n
 		}
 	}
-	if free == nil {
-		return ErrIdentFull
-	}
-	free.dev, free.ino = C.uint64_t(dev), C.uint64_t(ino)
-	atomic.StoreUint64(identKey(free), key)
-	return nil
+	return best
 }
 
 // identForget removes the entry of (dev, ino) under key; key 0: under
 // any key.
 func (s *Segment) identForget(dev, ino, key uint64) {
-	for which := 0; which < 2; which++ {
-		b := s.identBucket(dev, ino, which)
-		for w := range b {
-			e := &b[w]
-			k := atomic.LoadUint64(identKey(e))
-			if k != 0 && (key == 0 || k == key) && uint64(e.dev) == dev && uint64(e.ino) == ino {
-				atomic.CompareAndSwapUint64(identKey(e), k, 0)
-			}
+	s.identEach(dev, ino, func(e *C.struct_augur_ident) bool {
+		k := atomic.LoadUint64(identKey(e))
+		if k != 0 && (key == 0 || k == key) && uint64(e.dev) == dev && uint64(e.ino) == ino {
+			atomic.CompareAndSwapUint64(identKey(e), k, 0)
 		}
-	}
+		return true
+	})
 }
 
 // identWritten says whether a process of the job has the file (dev, ino)
@@ -169,10 +214,11 @@ const holdMask = C.AUGUR_HOLD_SLOTS - 1
 // hold slot slot.
 func (s *Segment) identFiles(slot uint64) []staleFile {
 	var out []staleFile
-	for b := range s.s.ident {
+	end := C.AUGUR_IDENT_BUCKETS0 * (1<<s.identLevels() - 1)
+	for b := 0; b < end; b++ {
 		for w := range s.s.ident[b] {
 			e := &s.s.ident[b][w]
-			if k := atomic.LoadUint64(identKey(e)); k != 0 && k&(C.AUGUR_HOLD_SLOTS-1) == slot {
+			if k := atomic.LoadUint64(identKey(e)); k != 0 && k&holdMask == slot {
 				out = append(out, staleFile{k, uint64(e.dev), uint64(e.ino)})
 			}
 		}

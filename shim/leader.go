@@ -49,8 +49,11 @@ type Leader struct {
 	plans    chan planned   // the clairvoyant plan in the making, until run adopts it
 	early    []Event        // opens and closes seen while planning, for the plan
 	peers    *peering       // nil: a job of one node, or this node could not join the others
-	stop     chan struct{}
-	done     chan struct{}
+	// fullOnce says once that the identity table refused a copy
+	// (refused).
+	fullOnce sync.Once
+	stop                chan struct{}
+	done                chan struct{}
 }
 
 // tierState is the leader's view of one tier.
@@ -256,7 +259,11 @@ func (l *Leader) openTiers() {
 		// Every copy this job may serve has its source's identity in the
 		// segment: a change through another name finds it (ident.go).
 		tree.Kept = func(source string, st *unix.Stat_t) bool {
-			return l.seg.identInsert(st.Dev, st.Ino, pathKey(source)) == nil
+			err := l.seg.identInsert(st.Dev, st.Ino, pathKey(source))
+			if err != nil {
+				l.refused(fetchpool.Result{Path: source, Err: err})
+			}
+			return err == nil
 		}
 		lock, err := tree.TryLock()
 		switch {

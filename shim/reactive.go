@@ -384,9 +384,12 @@ func (r *reactive) done(res fetchpool.Result) {
 		if errors.Is(res.Err, fetchpool.ErrHeld) {
 			addU64(&ld.copies_held, 1)
 		}
-		if res.TierDown && errors.As(res.Err, &te) {
+		switch {
+		case res.TierDown && errors.As(res.Err, &te):
 			r.l.log.Warn().Msgf("tier %s: %v; using the next tier for %v", r.l.cfg.Tiers[res.Tier].Path, te.Err, fetchpool.RetryDown)
-		} else {
+		case r.l.refused(res):
+			// kept known: a copy of it would be refused again
+		default:
 			r.known.Delete(res.Path) // the source's trouble: retry on a later access
 		}
 		return

@@ -34,8 +34,8 @@ type trashed struct {
 // looked for.
 const tidyEvery = 100 * time.Millisecond
 
-// removeCopy removes tree's copy of path, with its entry in the identity
-// table.
+// removeCopy removes tree's copy of path, and its entry in the identity
+// table once no tier holds a copy of path.
 func (l *Leader) removeCopy(tree *tiering.Tree, path string) error {
 	cp, err := tiering.CopyPath(tree.Path, path)
 	if err != nil {
@@ -45,10 +45,15 @@ func (l *Leader) removeCopy(tree *tiering.Tree, path string) error {
 	if err := tree.Remove(path); err != nil {
 		return err
 	}
-	if known {
+	if known && !l.holds(path) {
 		l.seg.identForget(id.Dev, id.Ino, pathKey(path))
 	}
 	return nil
+}
+
+// holds says whether a tier in use holds a copy of path.
+func (l *Leader) holds(path string) bool {
+	return tiering.LookupPath(l.open, path) >= 0
 }
 
 // changed acts on a change of the namespace the run goroutine read: a
@@ -157,7 +162,11 @@ func (l *Leader) emptyTrash() {
 		if t.lock == nil || t.tree == nil {
 			continue
 		}
-		u := t.tree.EmptyTrash(func(id tiering.Ident) { l.seg.identForget(id.Dev, id.Ino, 0) })
+		u := t.tree.EmptyTrash(func(source string, id tiering.Ident) {
+			if source != "" && !l.holds(source) {
+				l.seg.identForget(id.Dev, id.Ino, pathKey(source))
+			}
+		})
 		if u.Files == 0 {
 			continue
 		}

@@ -55,7 +55,7 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 		{name: "directory-renamed-before", before: func() { atomic.AddUint64(ns, 1) }, err: fetchpool.ErrHeld},
 		{name: "directory-renamed-during-rename", inRename: func() { atomic.AddUint64(ns, 1) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
 		{name: "written-by-another-name", before: otherWriter, err: fetchpool.ErrHeld},
-		{name: "another-name-has-a-copy", before: func() { must(t, seg.identInsert(42, 7, pathKey("/data/cls/g.bin"))) }, err: ErrAlias},
+
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 			if n := atomic.LoadUint32(publishing); n != 0 {
 				t.Errorf("publishing is %d after Commit, want 0", n)
 			}
-			if key, found := identOf(seg, 42, 7); found != (err == nil && renamed) && c.err != ErrAlias {
+			if key, found := identOf(seg, 42, 7); found != (err == nil && renamed) {
 				t.Errorf("identity table holds the copy: %v (key %x), want %v", found, key, err == nil)
 			}
 		})
@@ -117,17 +117,28 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 	}
 }
 
-// identOf is the key the identity table holds for (dev, ino).
-func identOf(seg *Segment, dev, ino uint64) (uint64, bool) {
-	for which := 0; which < 2; which++ {
-		b := seg.identBucket(dev, ino, which)
-		for w := range b {
-			if k := atomic.LoadUint64(identKey(&b[w])); k != 0 && uint64(b[w].dev) == dev && uint64(b[w].ino) == ino {
-				return k, true
+// identOf is a key the identity table holds for (dev, ino).
+func identOf(seg *Segment, dev, ino uint64) (key uint64, found bool) {
+	if keys := identKeys(seg, dev, ino); len(keys) > 0 {
+		return keys[0], true
+	}
+	return 0, false
+}
+
+// identKeys are the keys the identity table holds for (dev, ino).
+func identKeys(seg *Segment, dev, ino uint64) []uint64 {
+	var keys []uint64
+	for level := 0; level < seg.identLevels(); level++ {
+		for which := 0; which < 2; which++ {
+			b := seg.identBucket(dev, ino, level, which)
+			for w := range b {
+				if k := atomic.LoadUint64(identKey(&b[w])); k != 0 && uint64(b[w].dev) == dev && uint64(b[w].ino) == ino {
+					keys = append(keys, k)
+				}
 			}
 		}
 	}
-	return 0, false
+	return keys
 }
 
 // clearSlots frees every writer slot and identity count.
@@ -141,29 +152,47 @@ func clearSlots(seg *Segment) {
 	}
 }
 
-// The identity table takes a file under one key, refuses it under
-// another (a second name of a file with a copy), forgets it, and, once
-// both of a file's buckets are full, refuses more.
+// The identity table takes a file once under each key (a copy under each
+// of its names), forgets one key's entry or every one, and, once both of
+// a file's buckets are full in every level, refuses more.
 func TestIdentityTable(t *testing.T) {
 	seg := testSegment(t, "unit-ident")
 	must(t, seg.identInsert(1, 2, 100))
 	must(t, seg.identInsert(1, 2, 100))
-	if err := seg.identInsert(1, 2, 101); err != ErrAlias {
-		t.Errorf("a second name = %v, want ErrAlias", err)
+	must(t, seg.identInsert(1, 2, 101))
+	if keys := identKeys(seg, 1, 2); len(keys) != 2 {
+		t.Errorf("entries %x, want one under each of two keys", keys)
 	}
 	seg.identForget(1, 2, 100)
-	must(t, seg.identInsert(1, 2, 101))
-	// Other files fill both buckets of (1, 2): no room for it.
+	if keys := identKeys(seg, 1, 2); len(keys) != 1 || keys[0] != 101 {
+		t.Errorf("entries %x after forgetting 100, want [101]", keys)
+	}
+	// Other files fill both buckets of (1, 2) in a level: it goes to the
+	// next, and the levels in use grow; with every level full, no room.
 	seg.identForget(1, 2, 0)
-	for which := 0; which < 2; which++ {
-		b := seg.identBucket(1, 2, which)
-		for w := range b {
-			*(*uint64)(unsafe.Pointer(&b[w].dev)) = 9
-			*(*uint64)(unsafe.Pointer(&b[w].ino)) = uint64(10*which + w + 10)
-			atomic.StoreUint64(identKey(&b[w]), 500)
+	fill := func(level int) {
+		for which := 0; which < 2; which++ {
+			b := seg.identBucket(1, 2, level, which)
+			for w := range b {
+				*(*uint64)(unsafe.Pointer(&b[w].dev)) = 9
+				*(*uint64)(unsafe.Pointer(&b[w].ino)) = uint64(100*level + 10*which + w + 10)
+				atomic.StoreUint64(identKey(&b[w]), 500)
+			}
 		}
 	}
-	if err := seg.identInsert(1, 2, 102); err != ErrIdentFull {
-		t.Errorf("full buckets = %v, want ErrIdentFull", err)
+	fill(0)
+	must(t, seg.identInsert(1, 2, 102))
+	if seg.identLevels() != 2 {
+		t.Errorf("levels in use %d after the first level was full, want 2", seg.identLevels())
+	}
+	if key, found := identOf(seg, 1, 2); !found || key != 102 {
+		t.Errorf("the file in the second level: %x, %v", key, found)
+	}
+	seg.identForget(1, 2, 0)
+	for level := 0; level < identMaxLevels; level++ {
+		fill(level)
+	}
+	if err := seg.identInsert(1, 2, 103); err != ErrIdentFull {
+		t.Errorf("every level full = %v, want ErrIdentFull", err)
 	}
 }

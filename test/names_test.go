@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augur-hpc/augur/shim"
 	"github.com/augur-hpc/augur/tiering"
 )
 
@@ -62,18 +64,18 @@ func TestCopyBelongsToFile(t *testing.T) {
 				out := filepath.Join(c.Dir, "out")
 				must(t, os.Mkdir(out, 0o755))
 				args := append([]string{namesScript(t), c.Dataset, out, nc.name}, nc.check...)
-				cmd := append([]string{"--", Python}, args...)
+				cmd := append([]string{Python}, args...)
 				if nc.name == "bind-write" {
 					bind := filepath.Join(c.Dir, "bind")
 					must(t, os.Mkdir(bind, 0o755))
 					c.Set("BIND=" + bind)
 					sh := fmt.Sprintf("mount --bind %s %s && exec %s %s", filepath.Join(c.Dataset, "d"), bind, Python, strings.Join(args, " "))
-					cmd = []string{"--", "unshare", "-m", "--propagation", "private", "sh", "-c", sh}
+					cmd = []string{"unshare", "-m", "--propagation", "private", "sh", "-c", sh}
 				}
-				stdout, stderr := c.AugurRun(cmd...)
+				stdout, stderr := c.AugurRun(statsAfter(c, cmd)...)
 				// The reads before the change were served from a tier:
 				// otherwise the case proves nothing.
-				if st := jobStats(t, c, c.job()); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
+				if st := statsOfRun(t, c); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
 					t.Fatalf("no open was served from a tier\nstderr:\n%s", stderr)
 				}
 				got := strings.Fields(stdout)
@@ -97,6 +99,26 @@ func nameCase(t *testing.T, policy string) *Case {
 	c.Set("AUGUR_POLICY=" + policy)
 	c.Set("AUGUR_LAYOUT=flat")
 	return c
+}
+
+// statsAfter is augur run's arguments for argv followed, in the job, by
+// augur stat of it into a file statsOfRun reads: after the job its state
+// may be gone (a leader keeps the latest four ended jobs'), while it runs
+// it is not.
+func statsAfter(c *Case, argv []string) []string {
+	c.Set("STATS=" + filepath.Join(c.Dir, "stats.json"))
+	c.Set("AUGUR=" + Augur)
+	return append([]string{"--", "sh", "-c", `"$@" && exec "$AUGUR" stat --json --job "$AUGUR_JOB" >"$STATS"`, "sh"}, argv...)
+}
+
+// statsOfRun reads what statsAfter wrote.
+func statsOfRun(t *testing.T, c *Case) shim.Stats {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "stats.json"))
+	must(t, err)
+	var st shim.Stats
+	must(t, json.Unmarshal(b, &st))
+	return st
 }
 
 // copyEverywhere puts a copy of every dataset file in both tiers.
@@ -192,8 +214,8 @@ func TestToolsChangeTheDataset(t *testing.T) {
 				c.Set("READ=" + readScript)
 				sh := fmt.Sprintf(`cat "$ROOT"/d/* "$ROOT"/e/* >/dev/null && %s && exec %s -c "$READ" %s`,
 					tc.sh, Python, strings.Join(paths, " "))
-				stdout, stderr := c.AugurRun("--", "sh", "-c", sh)
-				if st := jobStats(t, c, c.job()); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
+				stdout, stderr := c.AugurRun(statsAfter(c, []string{"sh", "-c", sh})...)
+				if st := statsOfRun(t, c); st.Tiers[0].Hits+st.Tiers[1].Hits == 0 {
 					t.Fatalf("no open was served from a tier\nstderr:\n%s", stderr)
 				}
 				got := strings.Fields(stdout)

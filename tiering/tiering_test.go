@@ -170,6 +170,42 @@ func TestCheckComparesIdentity(t *testing.T) {
 	}
 }
 
+// A directory's copies moved to the trash, as the data plane moves them
+// (one rename, the source directory on the subtree), are removed by
+// EmptyTrash, which names each copy's source and identity.
+func TestEmptyTrashNamesWhatItRemoves(t *testing.T) {
+	tier, src := newTier(t, 1<<20)
+	dir := filepath.Join(src, "dir")
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "sub", "b")
+	want := map[string]Ident{}
+	for _, p := range []string{a, b} {
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		write(t, p, []byte("0123456789"))
+		if _, err := tier.Publish(p); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		must(t, unix.Stat(p, &st))
+		want[p] = IdentOf(&st)
+	}
+	cp, _ := CopyPath(tier.Path, a)
+	must(t, os.Mkdir(filepath.Join(tier.Path, TrashDir), 0o700))
+	moved := filepath.Join(tier.Path, TrashDir, "1.1")
+	must(t, os.Rename(filepath.Dir(cp), moved))
+	must(t, unix.Lsetxattr(moved, TrashDirXattr, []byte(dir), 0))
+	got := map[string]Ident{}
+	u := tier.EmptyTrash(func(source string, id Ident) { got[source] = id })
+	if u.Files != 2 || u.Bytes != 20 {
+		t.Errorf("EmptyTrash removed %+v, want 2 files of 20 bytes", u)
+	}
+	if len(got) != 2 || got[a] != want[a] || got[b] != want[b] {
+		t.Errorf("EmptyTrash named %+v, want %+v", got, want)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(tier.Path, TrashDir)); len(entries) != 0 {
+		t.Errorf("the trash still holds %v", entries)
+	}
+}
+
 func TestWarmFillsFastestFirstWithinCapacity(t *testing.T) {
 	fast, src := newTier(t, 25)
 	slow, err := Open(Tier{Path: filepath.Join(filepath.Dir(fast.Path), "slow"), Capacity: 15, Threads: 1})

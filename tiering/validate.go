@@ -3,6 +3,7 @@ package tiering
 import (
 	"errors"
 	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -135,17 +136,21 @@ func (tr *Tree) Remove(source string) error {
 	return nil
 }
 
+// TrashDirXattr names the extended attribute on a subtree in the trash
+// that holds the source directory whose copies it held.
+const TrashDirXattr = "user.augur.dir"
+
 // EmptyTrash removes what the tier's trash holds (TrashDir), telling
-// forget the identity recorded on each copy it removes, and returns what
-// it removed. Whoever may remove copies may call it.
-func (tr *Tree) EmptyTrash(forget func(Ident)) Usage {
+// forget the source and the recorded identity of each copy it removes
+// (source "" where the subtree does not say what it held), and returns
+// what it removed. Whoever may remove copies may call it.
+func (tr *Tree) EmptyTrash(forget func(source string, id Ident)) Usage {
 	var u Usage
+	origin := map[string]string{} // trash/<name>: the source directory it held
 	tr.walk(TrashDir, func(e *entry) {
-		if e.st.Mode&unix.S_IFMT == unix.S_IFREG {
-			if forget != nil {
-				if id, ok := CopyIdent(tr.Path + "/" + e.rel); ok {
-					forget(id)
-				}
+		if e.st.Mode&unix.S_IFMT == unix.S_IFREG && forget != nil {
+			if id, ok := CopyIdent(tr.Path + "/" + e.rel); ok {
+				forget(tr.trashSource(e.rel, origin), id)
 			}
 		}
 		if unix.Unlinkat(e.dirfd, e.name, 0) == nil && e.st.Mode&unix.S_IFMT == unix.S_IFREG {
@@ -154,6 +159,36 @@ func (tr *Tree) EmptyTrash(forget func(Ident)) Usage {
 		}
 	}, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) }, func(error) {})
 	return u
+}
+
+// trashSource is the source of the copy at rel (trash/<name>/a@/b) from
+// the directory trash/<name> held (its TrashDirXattr), or "".
+func (tr *Tree) trashSource(rel string, origin map[string]string) string {
+	parts := strings.SplitN(rel, "/", 3)
+	if len(parts) < 3 {
+		return ""
+	}
+	top := parts[0] + "/" + parts[1]
+	dir, ok := origin[top]
+	if !ok {
+		b := make([]byte, 4096)
+		if n, err := unix.Lgetxattr(tr.Path+"/"+top, TrashDirXattr, b); err == nil {
+			dir = string(b[:n])
+		}
+		origin[top] = dir
+	}
+	if dir == "" {
+		return ""
+	}
+	comps := strings.Split(strings.Trim(dir, "/"), "/")
+	for i := range comps {
+		comps[i] += dirMark
+	}
+	src, ok := sourceOf(filesDir + "/" + strings.Join(comps, "/") + "/" + parts[2])
+	if !ok {
+		return ""
+	}
+	return src
 }
 
 // Sources tells fn the source and size of every copy in the tier,
