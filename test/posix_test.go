@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augur-hpc/augur/tiering"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -222,7 +224,7 @@ func splitIdent(out string) (rest string, ident []string) {
 // Without the shim they describe the original. With it, on a descriptor
 // served from a tier, fstat/statx/fstatat(AT_EMPTY_PATH) describe the
 // copy, unless the copy carries the user.augur.src xattr (the original's
-// dev and ino, recorded at publish): then the original, so that they agree
+// identity, recorded at publish): then the original, so that they agree
 // with stat of the path (cp refuses a file whose two differ). Size, mode
 // and mtime agree either way (the rest of the output compares them).
 // Directories are never redirected.
@@ -238,7 +240,7 @@ func checkIdent(t *testing.T, c *Case, lines []string, shimmed bool) {
 		want := src
 		if info, err := os.Stat(src); err == nil && info.Mode().IsRegular() && shimmed {
 			cp := c.CopyOf(c.RAM, src)
-			if n, err := unix.Getxattr(cp, "user.augur.src", make([]byte, 16)); err != nil || n != 16 {
+			if n, err := unix.Getxattr(cp, tiering.IdentXattr, make([]byte, 64)); err != nil || n < 16 {
 				want = cp
 			}
 		}
