@@ -28,7 +28,7 @@ func (c *clairvoyant) evict(t int, size int64) bool {
 		case int(c.where[f]) != t || staged || c.pending[f] || int(c.place.Tier[f]) == t:
 			i++
 			continue
-		case c.l.removeCopy(c.l.tiers[t].tree, c.cat.Path(f)) == nil:
+		case c.l.removeCopy(c.l.tiers[t].tree, c.cat.Path(f), false) == nil:
 			c.setWhere(f, -1)
 			c.pool.Release(t, c.sizes[f])
 			removed = true

@@ -87,7 +87,7 @@ func (l *Leader) revalidate(ev Event) {
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		return // cannot tell; keep the copy
 	}
-	if l.removeCopy(tree, ev.Path) != nil {
+	if l.removeCopy(tree, ev.Path, true) != nil {
 		return
 	}
 	l.log.Info().Msgf("%s changed; its copy was dropped", ev.Path)

@@ -71,7 +71,7 @@ const reclaimEvery = 20 * time.Millisecond
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) unstage(f seed.FileID) bool {
-	if c.pending[f] || c.where[f] != 0 || c.l.removeCopy(c.l.tiers[0].tree, c.cat.Path(f)) != nil {
+	if c.pending[f] || c.where[f] != 0 || c.l.removeCopy(c.l.tiers[0].tree, c.cat.Path(f), false) != nil {
 		return false
 	}
 	delete(c.staged, f)

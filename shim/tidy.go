@@ -35,8 +35,10 @@ type trashed struct {
 const tidyEvery = 100 * time.Millisecond
 
 // removeCopy removes tree's copy of path, and its entry in the identity
-// table once no tier holds a copy of path.
-func (l *Leader) removeCopy(tree *tiering.Tree, path string) error {
+// table once no tier holds a copy of path; others says whether another
+// tier may (false: the caller knows none does, as for a staged copy, and
+// saves the look).
+func (l *Leader) removeCopy(tree *tiering.Tree, path string, others bool) error {
 	cp, err := tiering.CopyPath(tree.Path, path)
 	if err != nil {
 		return err
@@ -45,7 +47,7 @@ func (l *Leader) removeCopy(tree *tiering.Tree, path string) error {
 	if err := tree.Remove(path); err != nil {
 		return err
 	}
-	if known && !l.holds(path) {
+	if known && (!others || !l.holds(path)) {
 		l.seg.identForget(id.Dev, id.Ino, pathKey(path))
 	}
 	return nil
@@ -208,7 +210,7 @@ func (l *Leader) removeStale(slots map[uint64]bool) {
 		}
 		writes := l.tiers[i].lock != nil
 		tree.Sources(func(path string, size int64) {
-			if !slots[pathKey(path)&holdMask] || l.removeCopy(tree, path) != nil {
+			if !slots[pathKey(path)&holdMask] || l.removeCopy(tree, path, true) != nil {
 				return
 			}
 			l.log.Info().Msgf("%s was changed through another name; its copy was dropped", path)
