@@ -368,8 +368,8 @@ func (s *Server) bound(a asked) *refusal {
 // asker found at the source's path, on the dataset's filesystem.
 func (s *Server) madeFromAsked(f *os.File, a asked) bool {
 	rdev, ok := s.rootDev[a.root]
-	dev, ino, err := identOf(f)
-	return ok && a.ino != 0 && err == nil && dev == rdev && ino == a.ino
+	id, err := tiering.FileIdent(int(f.Fd()))
+	return ok && a.ino != 0 && err == nil && id.Dev == rdev && id.Ino == a.ino
 }
 
 // checkSource stats the source below its root without following a

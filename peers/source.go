@@ -149,13 +149,13 @@ const ownXattr = "user.augur.own"
 // vouched says whether the copy f carries the mark of a check of its
 // source, for the source it was made from.
 func vouched(f *os.File) bool {
-	var own, ident [17]byte // one more: a longer value is no identity
+	var own [17]byte // one more: a longer value is no identity
 	n, err := unix.Fgetxattr(int(f.Fd()), ownXattr, own[:])
 	if err != nil || n != 16 {
 		return false
 	}
-	m, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, ident[:])
-	return err == nil && m == 16 && own == ident
+	id, err := tiering.FileIdent(int(f.Fd()))
+	return err == nil && binary.LittleEndian.Uint64(own[:8]) == id.Dev && binary.LittleEndian.Uint64(own[8:16]) == id.Ino
 }
 
 // vouch marks the copy f as made from the dataset's own file st (a copy
@@ -173,19 +173,9 @@ func vouch(f *os.File, st *unix.Stat_t) {
 // target's. A tier without user xattrs records none: the copy is taken
 // as it is, its size and mtime checked.
 func copiedFrom(f *os.File, st *unix.Stat_t) bool {
-	dev, ino, err := identOf(f)
+	id, err := tiering.FileIdent(int(f.Fd()))
 	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
 		return true
 	}
-	return err == nil && dev == st.Dev && ino == st.Ino
-}
-
-// identOf is the identity of the file the copy f was made from.
-func identOf(f *os.File) (dev, ino uint64, err error) {
-	var b [17]byte // one more: a longer value is no identity
-	n, err := unix.Fgetxattr(int(f.Fd()), tiering.IdentXattr, b[:])
-	if err == nil && n != 16 {
-		err = unix.ERANGE
-	}
-	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:16]), err
+	return err == nil && id.Dev == st.Dev && id.Ino == st.Ino
 }

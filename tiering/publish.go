@@ -603,6 +603,22 @@ func CopyIdent(path string) (Ident, bool) {
 	return parseIdent(b[:n])
 }
 
+// FileIdent reads the identity recorded on the copy open as fd: the
+// error is the xattr call's (unix.ENODATA: the copy records none), or
+// unix.ERANGE for a value that is no identity.
+func FileIdent(fd int) (Ident, error) {
+	var b [identSize + 1]byte // one more: a longer value is no identity
+	n, err := unix.Fgetxattr(fd, IdentXattr, b[:])
+	if err != nil {
+		return Ident{}, err
+	}
+	id, ok := parseIdent(b[:n])
+	if !ok {
+		return Ident{}, unix.ERANGE
+	}
+	return id, nil
+}
+
 // Stands says whether a copy recording id, whose own stat is cst, stands
 // for the source src is now: the same size and mtime (which the copy
 // carries too), and, where the copy records them, the same device, inode
