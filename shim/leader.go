@@ -52,8 +52,8 @@ type Leader struct {
 	// fullOnce says once that the identity table refused a copy
 	// (refused).
 	fullOnce sync.Once
-	stop                chan struct{}
-	done                chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // tierState is the leader's view of one tier.

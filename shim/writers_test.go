@@ -55,7 +55,6 @@ func TestCommitKeepsNoCopyOfAChangedFile(t *testing.T) {
 		{name: "directory-renamed-before", before: func() { atomic.AddUint64(ns, 1) }, err: fetchpool.ErrHeld},
 		{name: "directory-renamed-during-rename", inRename: func() { atomic.AddUint64(ns, 1) }, renamed: true, removed: true, err: fetchpool.ErrHeld},
 		{name: "written-by-another-name", before: otherWriter, err: fetchpool.ErrHeld},
-
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
