@@ -87,8 +87,8 @@ bench-shim: build
 # far over the emulated PFS in scenarios S1-S3, then a PyTorch DataLoader;
 # ratio tables on stdout and in bench/results/bench.txt, bench.json and bench.png. Root.
 .PHONY: bench
-$(BUILD)/dlreader: bench/c/dlreader.c
-	gcc -O2 $(CWARN) -pthread -o $@ $<
+$(BUILD)/dlreader: $(wildcard bench/c/dlreader/*)
+	gcc -O2 $(CWARN) -pthread -o $@ $(wildcard bench/c/dlreader/*.c)
 
 bench: build $(BUILD)/dlreader
 	$(GO) run ./bench/compare -out bench/results

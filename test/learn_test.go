@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augur-hpc/augur/bench/dlbench"
 	"github.com/augur-hpc/augur/shim"
 )
 
@@ -274,9 +275,9 @@ func checkStreams(t *testing.T, node int, got, want []shim.StreamStats) {
 // read nearly all at once.
 func TestClairvoyantFollowsAnyLoader(t *testing.T) {
 	c := NewCase(t)
-	reader := filepath.Join(t.TempDir(), "dlreader")
-	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", reader, "../bench/c/dlreader.c").CombinedOutput(); err != nil {
-		t.Fatalf("building dlreader: %v\n%s", err, out)
+	reader, err := dlbench.BuildReader("../bench/c/dlreader", filepath.Join(t.TempDir(), "dlreader"))
+	if err != nil {
+		t.Fatalf("building dlreader: %v", err)
 	}
 	ds := filepath.Join(t.TempDir(), "ds")
 	// The dataset exists before each job's leader lists it: one epoch

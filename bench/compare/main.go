@@ -368,7 +368,7 @@ func writeTables(name string, rep *report) error {
 }
 
 var notes = []string{
-	"Every configuration runs the same C reader (bench/c/dlreader.c) with the same DistributedSampler order.",
+	"Every configuration runs the same C reader (bench/c/dlreader) with the same DistributedSampler order.",
 	"The page cache is dropped before every configuration, and again after augur warm, so epoch 1 starts cold everywhere.",
 	"Each scenario runs twice: the emulated PFS's client with a page cache, dropped before every epoch (a dataset larger than the client's memory), and with direct I/O (no client cache at all); either way every epoch's reads reach the PFS. Local disk and tiers keep the page cache (the datasets are scaled down and fit it), which flatters local and the disk tier in epochs 2-3.",
 	"R1 is MONARCH's best case (one reader, 320 files of 128 KiB, same order for 3 epochs, no compute) under `augur pfsemu`'s defaults in both modes, no augur and augur's reactive policy interleaved for 5 rounds: medians.",

@@ -26,7 +26,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	apply := Flags(fs)
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (- for standard output, then no table)")
-	reader := fs.String("reader", "", "the dlreader binary (default: beside augur, or built from bench/c/dlreader.c)")
+	reader := fs.String("reader", "", "the dlreader binary (default: beside augur, or built from bench/c/dlreader)")
 	drop := fs.Bool("drop-caches", false, "drop the page cache before every job (root)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: augur bench [flags] [JOB.toml]\n\n"+

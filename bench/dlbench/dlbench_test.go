@@ -25,7 +25,7 @@ var (
 	readerErr  error
 )
 
-// reader compiles bench/c/dlreader.c once per test binary.
+// reader compiles bench/c/dlreader once per test binary.
 func reader(t *testing.T) string {
 	t.Helper()
 	readerOnce.Do(func() {
@@ -34,7 +34,7 @@ func reader(t *testing.T) string {
 			readerErr = err
 			return
 		}
-		readerBin, readerErr = BuildReader(filepath.Join("..", "c", "dlreader.c"), filepath.Join(dir, "dlreader"))
+		readerBin, readerErr = BuildReader(filepath.Join("..", "c", "dlreader"), filepath.Join(dir, "dlreader"))
 	})
 	if readerErr != nil {
 		t.Fatal(readerErr)

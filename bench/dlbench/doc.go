@@ -26,7 +26,7 @@
 //
 // # Why the readers are C
 //
-// The processes that read the dataset are dlreader (bench/c/dlreader.c), a
+// The processes that read the dataset are dlreader (bench/c/dlreader), a
 // small C program that forks ranks and workers and reads with libc's
 // open/read/pread/mmap as a DataLoader does. Go's os package makes raw
 // system calls no LD_PRELOAD library sees, and a Go reader under augur's

@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 )
 
-// ReaderSource is the reader's C source, relative to the repository root.
-const ReaderSource = "bench/c/dlreader.c"
+// ReaderSource is the directory of the reader's C sources, relative to
+// the repository root.
+const ReaderSource = "bench/c/dlreader"
 
 // FindReader returns the dlreader binary to run: explicit when given;
 // else "dlreader" beside the running executable (make builds it into
@@ -52,21 +53,33 @@ func FindReader(explicit string) (string, error) {
 	return "", errors.New("no dlreader: build it with make (build/dlreader), give --reader, or run from the source tree")
 }
 
-// BuildReader compiles the reader source src with gcc into out, or, when
-// out is empty, into the user cache directory under a name derived from
-// the source's hash (reused when it exists).
+// BuildReader compiles the reader's sources, the .c files of the
+// directory src, with gcc into out, or, when out is empty, into the user
+// cache directory under a name derived from the sources' hash (reused
+// when it exists).
 func BuildReader(src, out string) (string, error) {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return "", err
+	srcs, err := filepath.Glob(filepath.Join(src, "*.[ch]"))
+	if err != nil || len(srcs) == 0 {
+		return "", fmt.Errorf("no reader sources in %s (%v)", src, err)
+	}
+	h := sha256.New()
+	var cfiles []string
+	for _, f := range srcs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+		if filepath.Ext(f) == ".c" {
+			cfiles = append(cfiles, f)
+		}
 	}
 	if out == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			cache = os.TempDir()
 		}
-		sum := sha256.Sum256(data)
-		out = filepath.Join(cache, "augur", "dlreader-"+hex.EncodeToString(sum[:8]))
+		out = filepath.Join(cache, "augur", "dlreader-"+hex.EncodeToString(h.Sum(nil)[:8]))
 		if isExecutable(out) {
 			return out, nil
 		}
@@ -75,7 +88,7 @@ func BuildReader(src, out string) (string, error) {
 		}
 	}
 	tmp := out + fmt.Sprintf(".tmp%d", os.Getpid())
-	cmd := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", tmp, src)
+	cmd := exec.Command("gcc", append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", tmp}, cfiles...)...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("compiling %s: %v\n%s", src, err, msg)
