@@ -355,7 +355,11 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 // writeTables writes every table of rep into the file name.
 func writeTables(name string, rep *report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "make bench, %s: workload %s\n", rep.Started.Format(time.RFC3339), rep.Workload.Describe())
+	fmt.Fprintf(&b, "make bench, %s", rep.Started.Format(time.RFC3339))
+	if len(rep.Scenarios) > 0 || rep.PyTorch != nil { // the workload of theirs (L1-L6 give their own)
+		fmt.Fprintf(&b, ": workload %s", rep.Workload.Describe())
+	}
+	fmt.Fprintln(&b)
 	for _, sr := range rep.Scenarios {
 		printScenario(&b, sr)
 	}
