@@ -84,7 +84,8 @@ bench-shim: build
 	$(GO) run ./bench/shimbench -instructions -json bench/results/shim.json
 
 # The side-by-side comparison (issue 3): every configuration that exists so
-# far over the emulated PFS in scenarios S1-S3, then a PyTorch DataLoader;
+# far over the emulated PFS in scenarios S1-S3, samples inside large files
+# (L1-L6), then a PyTorch DataLoader;
 # ratio tables on stdout and in bench/results/bench.txt, bench.json and bench.png. Root.
 .PHONY: bench
 $(BUILD)/dlreader: $(wildcard bench/c/dlreader/*)
@@ -92,6 +93,16 @@ $(BUILD)/dlreader: $(wildcard bench/c/dlreader/*)
 
 bench: build $(BUILD)/dlreader
 	$(GO) run ./bench/compare -out bench/results
+
+# Samples inside large files alone (issue 43): make bench's L1-L6, into
+# bench/results/large/ (bench/results/bench.json stays make bench's).
+# LARGE=L1,L4 picks scenarios; ROUNDS=3 runs the configurations in turn
+# three times and gives medians.
+.PHONY: bench-large
+LARGE  ?= L
+ROUNDS ?= 1
+bench-large: build $(BUILD)/dlreader
+	$(GO) run ./bench/compare -only $(LARGE) -large-rounds $(ROUNDS) -pytorch=false -out bench/results/large
 
 # cmd/augur/default.pgo is the profile Go's compiler optimizes augur with
 # (-pgo=auto): augur sim of ImageNet-1k on 1024 nodes for 30 epochs, every

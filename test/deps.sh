@@ -4,7 +4,7 @@
 # coreutils, CPython's own file tests) and observe opens from outside the
 # shim with inotify.
 set -euo pipefail
-pkgs=(python3 python3-numpy python3-pil python3-torch python3-torchvision
+pkgs=(python3 python3-numpy python3-pil python3-torch python3-torchvision python3-h5py
       libpython3.11-testsuite fio inotify-tools strace fuse3 libaio1 attr rsync gcc make)
 missing=()
 for p in "${pkgs[@]}"; do

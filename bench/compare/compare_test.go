@@ -244,3 +244,63 @@ func TestHostBusy(t *testing.T) {
 		t.Errorf("S4 row without host_cpu_busy: want %q in\n%s", want, b.String())
 	}
 }
+
+// -only picks large-file scenarios by name, or all of them by L.
+func TestLargeWanted(t *testing.T) {
+	names := func(only string) string {
+		var n []string
+		for _, s := range largeWanted(only) {
+			n = append(n, s.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	for only, want := range map[string]string{"": "L1,L2,L3,L4,L5,L6", "L": "L1,L2,L3,L4,L5,L6",
+		"L2,S1,L6": "L2,L6", "S1,R1": "", "L10": ""} {
+		if got := names(only); got != want {
+			t.Errorf("-only %q: %q, want %q", only, got, want)
+		}
+	}
+	for _, s := range largeScenarios {
+		w := largeWorkload(s)
+		if err := w.Validate(); err != nil || !w.Verify {
+			t.Errorf("%s: workload %+v: %v; every sample must be checked", s.Name, w, err)
+		}
+	}
+}
+
+// A large-file table gives each configuration's median epochs over the
+// rounds, epoch 1 against no augur's, epochs 2+ against local's, and the
+// PFS's bytes against the dataset.
+func TestLargeTable(t *testing.T) {
+	withPFS := func(name string, bytes int64, secs ...float64) *dlbench.Result {
+		r := result(name, secs...)
+		for i := range r.Epochs {
+			r.Epochs[i].PFS = &pfsemu.Stats{ReadBytes: bytes}
+		}
+		return r
+	}
+	s := largeScenarios[0]
+	lr := &largeResult{largeScenario: s, Bytes: 100, Workload: largeWorkload(s), PFS: map[string]string{"bandwidth": "200MiB/s"}}
+	for _, round := range [][]float64{{4, 1, 2}, {6, 3, 2}, {5, 2, 2}} {
+		lr.Rounds = append(lr.Rounds, []*run{
+			{Config: "pfs", Result: withPFS("pfs", 100, 4, 4, 4)},
+			{Config: "local", Result: result("local", 1, 1, 1)},
+			{Config: "augur-reactive", Result: withPFS("augur-reactive", 50, round...)},
+			{Config: "augur-clairvoyant", Error: "3 samples read wrong bytes"},
+		})
+	}
+	var b bytes.Buffer
+	printLarge(&b, lr)
+	out := b.String()
+	// reactive: medians 5, 2, 2; 5/4 = 1.25; its epochs 2+ average 2 against local's 1.
+	for _, want := range []string{
+		"| pfs | 4.00 | 4.00 | 4.00 | 1.00 | 4.00 |",
+		"| augur-reactive | 5.00 | 2.00 | 2.00 | 1.25 | 2.00 | 0.00 | 0.50 · 0.50 · 0.50 | 1.50 | - |",
+		"| local | 1.00 | 1.00 | 1.00 | 0.25 | 1.00 | 0.00 | - | - | - |",
+		"| augur-clairvoyant | failed: 3 samples read wrong bytes |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+}

@@ -1,12 +1,14 @@
 // Command compare is `make bench`: every configuration that exists so far
 // (the emulated PFS alone, a local copy, the compute loop alone, augur with
 // each policy it accepts) runs the same training-style workload side by
-// side, in three scenarios of dataset size against the tiers, then a real
-// PyTorch DataLoader does the same over JPEG files, then twice more with
-// augur told nothing of the job (learning.go). It prints ratio tables,
-// saves JSON and a PNG plot under bench/results/.
+// side, in three scenarios of dataset size against the tiers, then samples
+// inside large files (L1-L6, large.go), then a real PyTorch DataLoader
+// does the same over JPEG files, then twice more with augur told nothing
+// of the job (learning.go). It prints ratio tables, saves JSON and a PNG
+// plot under bench/results/.
 //
 //	go run ./bench/compare [-out bench/results] [-work /tmp/augur-bench] [-scale 1]
+//	go run ./bench/compare -only L -pytorch=false -out bench/results/large   # make bench-large
 //
 // It needs root (to drop the page cache and mount the emulated PFS) and
 // the binaries make builds: build/augur, build/libaugur.so, build/dlreader.
@@ -180,6 +182,7 @@ type report struct {
 	PFS       map[string]any    `json:"pfs"`
 	Scenarios []*scenarioResult `json:"scenarios"`
 	Policies  map[string]string `json:"policies"`        // policy → "available" or why not
+	Large     []*largeResult    `json:"large,omitempty"` // L1-L6
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	// FirstEpoch is R1, per PFS mode and read mode.
 	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
@@ -208,7 +211,8 @@ func main() {
 	reader := flag.String("reader", "build/dlreader", "the dlreader binary")
 	scale := flag.Float64("scale", 1, "scale dataset and tier sizes")
 	pytorch := flag.Bool("pytorch", true, "also run the PyTorch DataLoader comparison")
-	only := flag.String("only", "", "comma-separated scenarios to run (default all)")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all; L: every large-file scenario L1-L6)")
+	largeRounds := flag.Int("large-rounds", 1, "rounds of the large-file scenarios' configurations, run in turn (medians)")
 	flag.StringVar(&s4Configs, "s4-configs", "", "comma-separated configurations of S4 to run (default all)")
 	replot := flag.String("replot", "", "only redraw OUT/bench.png and reprint the tables from this bench.json")
 	flag.Parse()
@@ -219,13 +223,13 @@ func main() {
 		}
 		return
 	}
-	if err := mainErr(*out, *work, *augur, *lib, *reader, *scale, *pytorch, *only); err != nil {
+	if err := mainErr(*out, *work, *augur, *lib, *reader, *scale, *pytorch, *only, *largeRounds); err != nil {
 		fmt.Fprintf(os.Stderr, "make bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, only string) error {
+func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, only string, largeRounds int) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it mounts the emulated PFS (FUSE) and drops the page cache between configurations")
 	}
@@ -288,6 +292,14 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 			printScenario(os.Stdout, sr)
 		}
 	}
+	for _, s := range largeWanted(only) {
+		lr, err := e.runLarge(s, max(largeRounds, 1), rep.Policies, prog)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		rep.Large = append(rep.Large, lr)
+		printLarge(os.Stdout, lr)
+	}
 	if only == "" || strings.Contains(","+only+",", ",R1,") {
 		fr, err := e.runFirstEpoch(prog)
 		if err != nil {
@@ -335,7 +347,6 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 	if err := writeTables(filepath.Join(out, "bench.txt"), rep); err != nil {
 		return err
 	}
-	fmt.Printf("\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(os.Stdout, rep)
 	fmt.Printf("\nwrote bench.json, bench.txt and bench.png in %s in %.0fs\n", out, rep.Seconds)
 	return nil
@@ -344,9 +355,16 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 // writeTables writes every table of rep into the file name.
 func writeTables(name string, rep *report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "make bench, %s: workload %s\n", rep.Started.Format(time.RFC3339), rep.Workload.Describe())
+	fmt.Fprintf(&b, "make bench, %s", rep.Started.Format(time.RFC3339))
+	if len(rep.Scenarios) > 0 || rep.PyTorch != nil { // the workload of theirs (L1-L6 give their own)
+		fmt.Fprintf(&b, ": workload %s", rep.Workload.Describe())
+	}
+	fmt.Fprintln(&b)
 	for _, sr := range rep.Scenarios {
 		printScenario(&b, sr)
+	}
+	for _, lr := range rep.Large {
+		printLarge(&b, lr)
 	}
 	for _, fr := range rep.FirstEpoch {
 		printFirstEpoch(&b, fr)
@@ -362,7 +380,6 @@ func writeTables(name string, rep *report) error {
 		printPyTorch(&b, rep.PyTorch)
 	}
 	printLearning(&b, rep.Learning)
-	fmt.Fprintf(&b, "\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(&b, rep)
 	return os.WriteFile(name, []byte(b.String()), 0o644)
 }
@@ -428,13 +445,15 @@ func redraw(from, out string) error {
 	for _, sr := range rep.Scenarios {
 		printScenario(os.Stdout, sr)
 	}
+	for _, lr := range rep.Large {
+		printLarge(os.Stdout, lr)
+	}
 	rep.Nodes.bound() // by this version's rule
 	printNodes(os.Stdout, rep.Nodes)
 	if rep.PyTorch != nil {
 		printPyTorch(os.Stdout, rep.PyTorch)
 	}
 	printLearning(os.Stdout, rep.Learning)
-	fmt.Printf("\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	printSummary(os.Stdout, &rep)
 	if err := writeTables(filepath.Join(out, "bench.txt"), &rep); err != nil {
 		return err

@@ -98,7 +98,7 @@ type pyRig struct {
 func (e *env) newPyRig(data, dir, name string) (*pyRig, error) {
 	g := &pyRig{local: filepath.Join(dir, "local"), mnt: filepath.Join(dir, "pfs")}
 	var err error
-	if g.ds, err = dlbench.Scan(data, dlbench.LayoutImageFolder, 0); err != nil {
+	if g.ds, err = dlbench.Scan(data, dlbench.GenSpec{Layout: dlbench.LayoutImageFolder}); err != nil {
 		return nil, err
 	}
 	if err := copyTree(data, g.local); err != nil {

@@ -203,9 +203,14 @@ func printStalls(w io.Writer, sr *scenarioResult) {
 	}
 }
 
-// printSummary prints, per scenario, each configuration's total time as a
-// multiple of local's and as a speed-up over pfs.
+// printSummary prints, per scenario of S1-S3, each configuration's total
+// time as a multiple of local's and as a speed-up over pfs; nothing when
+// none ran.
 func printSummary(w io.Writer, rep *report) {
+	if len(rep.Scenarios) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsummary (ratios of total time: epochs + warm-up + start-up)\n")
 	fmt.Fprintf(w, "| scenario | config | total (s) | x local | pfs / this |\n|---|---|---|---|---|\n")
 	for _, sr := range rep.Scenarios {
 		local, pfs := find(sr.Runs, "local"), find(sr.Runs, "pfs")
@@ -242,6 +247,11 @@ func plotEpochs(name string, rep *report) error {
 	var panels []panel
 	for _, sr := range rep.Scenarios {
 		panels = append(panels, panel{fmt.Sprintf("%s: %s", sr.Name, sr.About), sr.Runs})
+	}
+	for _, lr := range rep.Large {
+		if len(lr.Rounds) > 0 {
+			panels = append(panels, panel{fmt.Sprintf("%s, %s tier (last round)", lr.Name, fmtMiB(lr.Tier)), lr.Rounds[len(lr.Rounds)-1]})
+		}
 	}
 	if rep.PyTorch != nil {
 		panels = append(panels, panel{"PyTorch DataLoader, JPEG + PIL", rep.PyTorch.Runs})

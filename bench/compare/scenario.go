@@ -111,11 +111,7 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 			}
 			job = fmt.Sprintf("bench-%d-%s-%s", os.Getpid(), s.Name, label)
 			x.Preload = e.lib
-			x.Env = []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec, "AUGUR_POLICY=" + c.policy,
-				fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
-				// What the clairvoyant policy must know of the readers.
-				fmt.Sprintf("AUGUR_WORLD_SIZE=%d", w.Ranks), fmt.Sprintf("AUGUR_RANKS_PER_NODE=%d", w.Ranks),
-				fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs)}
+			x.Env = policyEnv(mnt, tierSpec, c.policy, job, w)
 			defer removeJob(job)
 		}
 		if err := dlbench.DropCaches(); err != nil {
@@ -174,6 +170,17 @@ func (e *env) runScenario(s scenario, policies map[string]string, prog *dlbench.
 	}
 	sr.Seconds = time.Since(start).Seconds()
 	return sr, nil
+}
+
+// policyEnv is the environment of readers under augur's preload with
+// policy, reading the dataset at mnt into the tiers of tierSpec
+// (AUGUR_TIERS), in job, running w.
+func policyEnv(mnt, tierSpec, policy, job string, w dlbench.Workload) []string {
+	return []string{"AUGUR_DATASET=" + mnt, "AUGUR_TIERS=" + tierSpec, "AUGUR_POLICY=" + policy,
+		fmt.Sprintf("AUGUR_SEED=%d", w.Seed), "AUGUR_JOB=" + job, "AUGUR_CONFIG=",
+		// What the clairvoyant policy must know of the readers.
+		fmt.Sprintf("AUGUR_WORLD_SIZE=%d", w.Ranks), fmt.Sprintf("AUGUR_RANKS_PER_NODE=%d", w.Ranks),
+		fmt.Sprintf("AUGUR_BATCH_SIZE=%d", w.Batch), fmt.Sprintf("AUGUR_EPOCHS=%d", w.Epochs)}
 }
 
 // firstRounds is how many times epoch 1 of no augur and of the reactive
@@ -288,15 +295,20 @@ func ensureMounted(srv *pfsemu.Server, o pfsemu.Options, r *run) (*pfsemu.Server
 	return n, nil
 }
 
-// readErrors turns failed sample reads into an error: a run that did not
-// read its data measured nothing.
+// readErrors turns failed sample reads, and samples read with wrong
+// bytes, into an error: a run that did not read its data measured
+// nothing.
 func readErrors(res *dlbench.Result) error {
-	var n int64
+	var n, wrong int64
 	for _, e := range res.Epochs {
 		n += e.Errors
+		wrong += e.Corrupt
 	}
 	if n > 0 {
 		return fmt.Errorf("%d sample reads failed%s", n, firstLineOf(res.Stderr))
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%d samples read wrong bytes%s", wrong, firstLineOf(res.Stderr))
 	}
 	return nil
 }

@@ -174,7 +174,7 @@ no_io = true
 		}
 	}
 	js := defaultJobSpec()
-	js.ReadMode = "stream"
+	js.ReadMode = "streamed"
 	if _, err := js.Workload(); err == nil || !strings.Contains(err.Error(), "read mode") {
 		t.Errorf("bad read mode accepted: %v", err)
 	}
@@ -484,8 +484,9 @@ func TestNodeOrdersAreTheJobsRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ds := &Dataset{Samples: make([]Sample, 100)}
 	for node := range 3 {
-		got, err := nodeOrders(w, node, 100)
+		got, err := nodeOrders(w, node, ds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +496,7 @@ func TestNodeOrdersAreTheJobsRanks(t *testing.T) {
 			}
 		}
 	}
-	if _, err := nodeOrders(w, 3, 100); err == nil {
+	if _, err := nodeOrders(w, 3, ds); err == nil {
 		t.Error("node 3 of 3 accepted")
 	}
 }

@@ -65,6 +65,9 @@ type JobSpec struct {
 	ComputeRate string   `toml:"compute_rate"` // "500MB/s"
 	Startup     string   `toml:"startup"`      // before the first read: "1s"
 	ReadMode    string   `toml:"read_mode"`
+	Order       string   `toml:"order"` // samples, groups, shards
+	Group       int      `toml:"group"`
+	Verify      bool     `toml:"verify"`
 	NoIO        bool     `toml:"no_io"`
 	NoSync      bool     `toml:"no_sync"`
 	Preload     string   `toml:"preload"`
@@ -81,6 +84,7 @@ type DatasetSpec struct {
 	SizeStddev string `toml:"size_stddev"`
 	Classes    int    `toml:"classes"`
 	Files      int    `toml:"files"`
+	Header     string `toml:"header"` // records: bytes before the first record of each file
 	Seed       uint64 `toml:"seed"`
 }
 
@@ -194,7 +198,8 @@ func tomlErr(err error) error {
 // Workload turns a job's keys into a Workload.
 func (j *JobSpec) Workload() (Workload, error) {
 	w := Workload{Epochs: j.Epochs, Seed: j.Seed, Sampler: j.Sampler, Ranks: j.Ranks, Workers: j.Workers,
-		Batch: j.Batch, Prefetch: j.Prefetch, ReadMode: j.ReadMode, NoIO: j.NoIO, NoSync: j.NoSync}
+		Batch: j.Batch, Prefetch: j.Prefetch, ReadMode: j.ReadMode, Order: j.Order, Group: j.Group, Verify: j.Verify,
+		NoIO: j.NoIO, NoSync: j.NoSync}
 	var err error
 	if j.Compute != "" {
 		if w.Compute, err = time.ParseDuration(j.Compute); err != nil {
@@ -234,6 +239,11 @@ func (d *DatasetSpec) GenSpec() (GenSpec, error) {
 			return g, fmt.Errorf("dataset size_stddev: %v", err)
 		}
 	}
+	if d.Header != "" {
+		if g.Header, err = shim.ParseSize(d.Header); err != nil {
+			return g, fmt.Errorf("dataset header: %v", err)
+		}
+	}
 	return g, g.normalize()
 }
 
@@ -247,7 +257,7 @@ func (d *DatasetSpec) Open() (*Dataset, error) {
 	case d.Path != "" && d.Generate != "":
 		return nil, errors.New("dataset: give path (an existing dataset) or generate (a directory to fill), not both")
 	case d.Path != "":
-		return Scan(d.Path, g.Layout, g.Size)
+		return Scan(d.Path, g)
 	case d.Generate != "":
 		return Generate(d.Generate, g)
 	}
@@ -342,7 +352,10 @@ func Flags(fs *flag.FlagSet) func(f *File) error {
 	str("compute", "compute time per batch, like 20ms", jobs(func(j *JobSpec, v string) error { j.Compute = v; return nil }))
 	str("startup", "time before the first read, doing no I/O (imports, model set-up), like 1s", jobs(func(j *JobSpec, v string) error { j.Startup = v; return nil }))
 	str("compute-rate", "compute throughput, like 500MB/s (adds batch bytes / rate per batch)", jobs(func(j *JobSpec, v string) error { j.ComputeRate = v; return nil }))
-	str("read-mode", "whole, pread, mmap or head (default whole)", jobs(func(j *JobSpec, v string) error { j.ReadMode = v; return nil }))
+	str("read-mode", "whole, pread, mmap, head or stream (default whole)", jobs(func(j *JobSpec, v string) error { j.ReadMode = v; return nil }))
+	str("order", "samples inside files: samples (the sampler's order, default), groups (shuffled groups of contiguous samples) or shards (shuffled files read through by one worker each)", jobs(func(j *JobSpec, v string) error { j.Order = v; return nil }))
+	str("group", "samples per group of --order groups (default 16)", atoi(func(j *JobSpec) *int { return &j.Group }))
+	boolean("verify", "check every sample's bytes against the dataset's CRC-32C", jobs(func(j *JobSpec, v string) error { j.Verify = boolv(v); return nil }))
 	boolean("no-io", "the compute loop alone", jobs(func(j *JobSpec, v string) error { j.NoIO = boolv(v); return nil }))
 	boolean("no-sync", "ranks do not meet after every step", jobs(func(j *JobSpec, v string) error { j.NoSync = boolv(v); return nil }))
 	str("preload", "run the readers with this library in LD_PRELOAD", jobs(func(j *JobSpec, v string) error { j.Preload = v; return nil }))
@@ -350,7 +363,7 @@ func Flags(fs *flag.FlagSet) func(f *File) error {
 
 	str("dataset", "an existing dataset directory", func(f *File, v string) error { f.Dataset.Path = v; return nil })
 	str("generate", "generate the dataset in this directory (reused when it matches)", func(f *File, v string) error { f.Dataset.Generate = v; return nil })
-	str("layout", "imagefolder (default), flat or records", func(f *File, v string) error { f.Dataset.Layout = v; return nil })
+	str("layout", "imagefolder (default), flat, records or tar", func(f *File, v string) error { f.Dataset.Layout = v; return nil })
 	str("count", "samples to generate (default 1000)", func(f *File, v string) error {
 		n, err := strconv.Atoi(v)
 		f.Dataset.Count = n
@@ -363,7 +376,8 @@ func Flags(fs *flag.FlagSet) func(f *File) error {
 		f.Dataset.Classes = n
 		return err
 	})
-	str("files", "record files of a records dataset (default 4)", func(f *File, v string) error {
+	str("header", "records: bytes before the first record of each file, like 2148", func(f *File, v string) error { f.Dataset.Header = v; return nil })
+	str("files", "files of a records or tar dataset (default 4)", func(f *File, v string) error {
 		n, err := strconv.Atoi(v)
 		f.Dataset.Files = n
 		return err

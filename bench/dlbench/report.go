@@ -23,6 +23,9 @@ func WriteTable(w io.Writer, r *Result) {
 	pfs := len(r.Epochs) > 0 && r.Epochs[0].PFS != nil
 	fmt.Fprintf(w, "  %5s %8s %9s %8s  %8s %8s %8s %8s  %8s %7s", "epoch", "time(s)", "samples/s", "MB/s",
 		"p50(us)", "p95", "p99", "p99.9", "stall(s)", "errors")
+	if r.Workload.Verify {
+		fmt.Fprintf(w, " %7s", "wrong")
+	}
 	if pfs {
 		fmt.Fprintf(w, "  %8s %8s %8s %8s", "pfs-open", "pfs-read", "pfs-MB", "pfs-meta")
 	}
@@ -35,6 +38,9 @@ func WriteTable(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "%8s %8s %8s %8s", "-", "-", "-", "-")
 		}
 		fmt.Fprintf(w, "  %8.3f %7d", e.Stall, e.Errors)
+		if r.Workload.Verify {
+			fmt.Fprintf(w, " %7d", e.Corrupt)
+		}
 		if p := e.PFS; p != nil {
 			fmt.Fprintf(w, "  %8d %8d %8.1f %8d", p.Opens, p.Reads, float64(p.ReadBytes)/1e6, MetaOps(p))
 		}

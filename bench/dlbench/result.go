@@ -44,6 +44,10 @@ type Epoch struct {
 	StallMax float64 `json:"stall_max_seconds"`
 	Sync     float64 `json:"sync_seconds"`
 	Errors   int64   `json:"errors"`
+	// Corrupt counts the samples read whole whose bytes were not the
+	// dataset's (Workload.Verify); the reader names the first few on
+	// stderr.
+	Corrupt int64 `json:"corrupt,omitempty"`
 	// Latency of one sample read (open to close of a whole file, the read
 	// calls of a record), in microseconds. Empty with no I/O.
 	Latency *Latency `json:"latency_us,omitempty"`

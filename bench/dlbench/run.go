@@ -3,6 +3,7 @@ package dlbench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,10 @@ const (
 	ReadPread = "pread" // open, fstat, pread (records: pread on a kept descriptor)
 	ReadMmap  = "mmap"  // mmap and touch every page
 	ReadHead  = "head"  // open, pread the first 4 KiB (a file's header), close (records: pread)
+	// ReadStream reads records with read() on through their file, the
+	// bytes between them read and dropped, one descriptor per worker, as
+	// tarfile's stream mode and WebDataset do (whole files: as whole).
+	ReadStream = "stream"
 )
 
 // Workload is what the readers do: the training loop's shape.
@@ -44,6 +49,15 @@ type Workload struct {
 	ComputeRate float64       `json:"compute_bytes_per_sec,omitempty"`
 	ReadMode    string        `json:"read_mode"`
 	NoIO        bool          `json:"no_io,omitempty"`
+	// Order is how samples inside files are visited (OrderSamples,
+	// OrderGroups, OrderShards); "" is OrderSamples. Group is the samples
+	// of a group of OrderGroups (0: DefaultGroup).
+	Order string `json:"order,omitempty"`
+	Group int    `json:"group,omitempty"`
+	// Verify makes the readers check every sample they read whole against
+	// the CRC-32C of the dataset's bytes (Dataset.Checksum): a wrong byte
+	// counts in Epoch.Corrupt.
+	Verify bool `json:"verify,omitempty"`
 	// NoSync lets ranks run apart; by default they meet after every step
 	// as DDP's gradient all-reduce makes them.
 	NoSync bool `json:"no_sync,omitempty"`
@@ -78,8 +92,15 @@ func (w *Workload) Validate() error {
 		return errors.New("compute time and rate must not be negative")
 	case w.Startup < 0:
 		return errors.New("start-up time must not be negative")
-	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap && w.ReadMode != ReadHead:
-		return fmt.Errorf("read mode %q: want whole, pread, mmap or head", w.ReadMode)
+	case w.ReadMode != ReadWhole && w.ReadMode != ReadPread && w.ReadMode != ReadMmap && w.ReadMode != ReadHead &&
+		w.ReadMode != ReadStream:
+		return fmt.Errorf("read mode %q: want whole, pread, mmap, head or stream", w.ReadMode)
+	case w.Order != "" && w.Order != OrderSamples && w.Order != OrderGroups && w.Order != OrderShards:
+		return fmt.Errorf("order %q: want %s, %s or %s", w.Order, OrderSamples, OrderGroups, OrderShards)
+	case w.Group < 0:
+		return fmt.Errorf("group %d is negative", w.Group)
+	case w.Verify && w.ReadMode == ReadHead:
+		return errors.New("verify: the head read mode reads part of each file, whose sum is of all of it")
 	}
 	return nil
 }
@@ -96,6 +117,14 @@ func (w *Workload) Describe() string {
 	}
 	d := fmt.Sprintf("%d rank(s) x %d worker(s), batch %d, prefetch %d, %s, %s, %d epochs, %s sampler seed %d",
 		w.Ranks, w.Workers, w.Batch, w.Prefetch, c, io, w.Epochs, w.Sampler, w.Seed)
+	if w.Order == OrderGroups {
+		d += fmt.Sprintf(", groups of %d", cmp.Or(w.Group, DefaultGroup))
+	} else if w.Order == OrderShards {
+		d += ", shards"
+	}
+	if w.Verify {
+		d += ", verified"
+	}
 	if w.Startup > 0 {
 		d += fmt.Sprintf(", start-up %v", w.Startup)
 	}
@@ -171,10 +200,15 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 		work = d
 	}
 	list, order := filepath.Join(work, "list"), filepath.Join(work, "order")
-	if err := ds.WriteList(list, root); err != nil {
+	if w.Verify && !w.NoIO {
+		if err := ds.Checksum(); err != nil {
+			return nil, fmt.Errorf("checksums of the dataset: %w", err)
+		}
+	}
+	if err := ds.WriteList(list, root, w.Verify && !w.NoIO); err != nil {
 		return nil, err
 	}
-	orders, err := nodeOrders(w, x.Node, len(ds.Samples))
+	orders, err := nodeOrders(w, x.Node, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -308,13 +342,13 @@ func Run(ctx context.Context, name string, ds *Dataset, w Workload, x Exec) (*Re
 }
 
 // nodeOrders is what node's ranks read: their part of the orders of the
-// job's Nodes*Ranks ranks.
-func nodeOrders(w Workload, node, n int) ([][][]int, error) {
+// job's Nodes*Ranks ranks over ds.
+func nodeOrders(w Workload, node int, ds *Dataset) ([][][]int, error) {
 	nodes := max(w.Nodes, 1)
 	if node < 0 || node >= nodes {
 		return nil, fmt.Errorf("node %d of a job of %d node(s)", node, nodes)
 	}
-	orders, err := Orders(w.Sampler, n, w.Ranks*nodes, w.Epochs, w.Seed)
+	orders, err := jobOrders(w, ds, w.Ranks*nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +359,8 @@ func nodeOrders(w Workload, node, n int) ([][][]int, error) {
 }
 
 // parseEpoch reads "epoch E samples N bytes B wall_ns T stall_ns S
-// stall_max_ns M sync_ns Y errors X".
+// stall_max_ns M sync_ns Y errors X corrupt C" (corrupt may be missing:
+// a reader from before sums).
 func parseEpoch(f []string) (*Epoch, error) {
 	if len(f)%2 != 0 {
 		return nil, fmt.Errorf("reader: bad epoch line %q", strings.Join(f, " "))
@@ -345,7 +380,8 @@ func parseEpoch(f []string) (*Epoch, error) {
 	}
 	ep := &Epoch{Epoch: int(v["epoch"]), Samples: v["samples"], Bytes: v["bytes"],
 		Seconds: float64(v["wall_ns"]) / 1e9, Stall: float64(v["stall_ns"]) / 1e9,
-		StallMax: float64(v["stall_max_ns"]) / 1e9, Sync: float64(v["sync_ns"]) / 1e9, Errors: v["errors"]}
+		StallMax: float64(v["stall_max_ns"]) / 1e9, Sync: float64(v["sync_ns"]) / 1e9, Errors: v["errors"],
+		Corrupt: v["corrupt"]}
 	if ep.Seconds > 0 {
 		ep.SamplesPerSec = float64(ep.Samples) / ep.Seconds
 		ep.MBPerSec = float64(ep.Bytes) / ep.Seconds / 1e6

@@ -3,12 +3,15 @@
  * C, through plain libc calls, as PyTorch's DataLoader workers do it.
  *
  *   dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]
- *            [-t COMPUTE_MBPS] [-m whole|pread|mmap|head] [-s STARTUP_US] [-n] [-S]
+ *            [-t COMPUTE_MBPS] [-m whole|pread|mmap|head|stream] [-s STARTUP_US] [-n] [-S]
  *            [-b] [-p] [-L LATDIR] LIST ORDER
  *
  * LIST has one sample per line, in dataset index order:
  *     f <offset> <length> <path>   a whole file (offset 0, length its size)
  *     r <offset> <length> <path>   a record: length bytes at offset of path
+ *     F <offset> <length> <sum> <path>, R ...   the same, with the CRC-32C
+ *                                  of the sample's bytes (8 hex digits):
+ *                                  every sample read whole is checked
  * ORDER is the access order, computed by the caller (augur bench uses the
  * exact PyTorch DistributedSampler order from seed/):
  *     epochs <E> ranks <R>
@@ -16,7 +19,12 @@
  *
  * -m says how a whole file is read: read() to EOF, fstat and pread, mmap
  * and a touch of every page, or (head) a pread of its first 4 KiB, as a
- * loader reads a header; a record is read whole in every mode.
+ * loader reads a header; a record is read whole in every mode: lseek and
+ * read(), pread, from a mapping of its file, or (stream) with read() on
+ * through its file from where the process's last record ended, the bytes
+ * between them read and dropped, as tarfile's stream mode and WebDataset
+ * read a shard (a record behind that, or in another file, opens the file
+ * afresh). Head mode reads part of a sample: a list with sums is refused.
  *
  * Processes, as in DDP training with a DataLoader per rank: every epoch the
  * coordinator (this process) forks RANKS rank processes; each rank forks
@@ -33,9 +41,12 @@
  *
  * Output, one line per epoch on stdout:
  *     epoch E samples N bytes B wall_ns T stall_ns S stall_max_ns M
- *           sync_ns Y errors X
+ *           sync_ns Y errors X corrupt C
  * stall_ns is the mean over ranks of the time the compute loop waited for
- * its next batch; sync_ns the mean time waiting for the other ranks. With
+ * its next batch; sync_ns the mean time waiting for the other ranks;
+ * errors counts failed or short reads, corrupt the samples read whole
+ * whose bytes were not what their sum says (the first few are named on
+ * stderr). With
  * -L, the latency of every sample read (open to close for a whole file, the
  * read calls for a record), in nanoseconds as little-endian uint64, rank
  * after rank in access order, goes to LATDIR/lat-E.bin, and the sample
@@ -67,6 +78,7 @@ char **files;
 int nfiles;
 struct sample *samples;
 long nsamples;
+long nchecked;
 int epochs;
 long **order; /* order[e*ranks + r] */
 long *norder; /* its length */
@@ -123,7 +135,7 @@ static int xread(int fd, void *p, size_t n)
 struct done {
 	long batch;
 	long long bytes;
-	long samples, errors;
+	long samples, errors, corrupt;
 };
 
 static void worker(int e, int r, int task, int result, long latbase)
@@ -132,7 +144,7 @@ static void worker(int e, int r, int task, int result, long latbase)
 	while (xread(task, &b, sizeof(b))) {
 		struct rankstat st = {0};
 		read_batch(e, r, b, &st, latbase);
-		struct done d = {b, st.bytes, st.samples, st.errors};
+		struct done d = {b, st.bytes, st.samples, st.errors, st.corrupt};
 		xwrite(result, &d, sizeof(d));
 	}
 	rec_close_all();
@@ -228,6 +240,7 @@ static void rank(int e, int r, long latbase)
 				st->bytes += d.bytes;
 				st->samples += d.samples;
 				st->errors += d.errors;
+				st->corrupt += d.corrupt;
 			}
 			if (sent < nb) {
 				xwrite(task[sent % w], &sent, sizeof(sent));
@@ -348,7 +361,7 @@ static int run_epoch(int e)
 		return -1;
 	}
 	long long end = 0, stall = 0, stall_max = 0, syn = 0, bytes = 0;
-	long n = 0, errors = 0;
+	long n = 0, errors = 0, corrupt = 0;
 	for (int r = 0; r < ranks; r++) {
 		struct rankstat *s = &sh->r[r];
 		if (s->end_ns > end)
@@ -360,13 +373,15 @@ static int run_epoch(int e)
 		bytes += s->bytes;
 		n += s->samples;
 		errors += s->errors;
+		corrupt += s->corrupt;
 	}
 	if (latdir && !noio) {
 		write_array("lat", e, lat, total);
 		write_array("idx", e, idx, total);
 	}
-	printf("epoch %d samples %ld bytes %lld wall_ns %lld stall_ns %lld stall_max_ns %lld sync_ns %lld errors %ld\n",
-	       e + 1, n, bytes, end - start, stall / ranks, stall_max, syn / ranks, errors);
+	printf("epoch %d samples %ld bytes %lld wall_ns %lld stall_ns %lld stall_max_ns %lld sync_ns %lld errors %ld "
+	       "corrupt %ld\n",
+	       e + 1, n, bytes, end - start, stall / ranks, stall_max, syn / ranks, errors, corrupt);
 	fflush(stdout);
 	return 0;
 }
@@ -374,7 +389,7 @@ static int run_epoch(int e)
 static void usage(void)
 {
 	fprintf(stderr, "usage: dlreader [-R RANKS] [-W WORKERS] [-B BATCH] [-P PREFETCH] [-c COMPUTE_US]\n"
-			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap|head] [-s STARTUP_US] [-n] [-S] [-b]\n"
+			"                [-t COMPUTE_MBPS] [-m whole|pread|mmap|head|stream] [-s STARTUP_US] [-n] [-S] [-b]\n"
 			"                [-p] [-L LATDIR] [-G BARRIERFILE:JOBRANKS] LIST ORDER\n");
 	exit(2);
 }
@@ -399,6 +414,8 @@ int main(int argc, char **argv)
 				mode = 'm';
 			else if (strcmp(optarg, "head") == 0)
 				mode = 'h';
+			else if (strcmp(optarg, "stream") == 0)
+				mode = 's';
 			else
 				usage();
 			break;
@@ -427,6 +444,11 @@ int main(int argc, char **argv)
 		open_job_barrier();
 	load_list(argv[optind]);
 	load_order(argv[optind + 1]);
+	if (mode == 'h' && nchecked > 0) {
+		fprintf(stderr, "dlreader: -m head reads part of each file: its sums cannot be checked\n");
+		exit(2);
+	}
+	crc32c_init();
 	buf = malloc(BUFSZ);
 	long maxtotal = 1;
 	for (int e = 0; e < epochs; e++) {

@@ -30,9 +30,11 @@
 #define HEAD 4096 /* -m head reads this much of each whole file */
 
 struct sample {
-	char kind; /* 'f' whole file, 'r' record */
-	int file;  /* index into files */
+	char kind;  /* 'f' whole file, 'r' record */
+	char check; /* sum holds the CRC-32C its bytes must have */
+	int file;   /* index into files */
 	long long off, len;
+	uint32_t sum;
 };
 
 /* Options and inputs, set before the first fork and read-only after. */
@@ -48,6 +50,7 @@ extern char **files;
 extern int nfiles;
 extern struct sample *samples;
 extern long nsamples;
+extern long nchecked; /* samples with a sum */
 extern int epochs;
 extern long **order;
 extern long *norder;
@@ -55,7 +58,7 @@ extern long *norder;
 /* Shared between the processes of one epoch (MAP_SHARED, set up once). */
 struct rankstat {
 	long long stall_ns, sync_ns, bytes, end_ns;
-	long samples, errors;
+	long samples, errors, corrupt; /* corrupt: read whole, with other bytes than its sum says */
 };
 struct shared {
 	pthread_barrier_t step;
@@ -76,5 +79,9 @@ void load_order(const char *name);
 void read_batch(int e, int r, long b, struct rankstat *st, long latbase);
 long long batch_bytes(int e, int r, long b);
 void rec_close_all(void);
+
+/* sum.c */
+void crc32c_init(void);
+uint32_t crc32c(uint32_t crc, const void *p, size_t n);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * samples.c — the reader's inputs (the sample list and the access order)
  * and the reading of one sample: a whole file (read to EOF, pread, mmap
- * or its head) or a record (a range of a file, its descriptor kept open).
+ * or its head) or a record (a range of a file, its descriptor kept open,
+ * or read in a stream through the file), with the CRC-32C of its bytes
+ * checked when the list gives one.
  */
 #include "dlreader.h"
 
@@ -34,12 +36,20 @@ void load_list(const char *name)
 			continue;
 		char kind;
 		long long off, len;
-		int pos;
-		if (sscanf(line, "%c %lld %lld %n", &kind, &off, &len, &pos) != 3 ||
-		    (kind != 'f' && kind != 'r') || off < 0 || len < 0 || !line[pos]) {
+		unsigned sum = 0;
+		int pos, more = 0;
+		int n3 = sscanf(line, "%c %lld %lld %n", &kind, &off, &len, &pos);
+		/* F and R are f and r with the sample's CRC-32C before its path. */
+		int check = n3 == 3 && (kind == 'F' || kind == 'R');
+		if (check && sscanf(line + pos, "%8x %n", &sum, &more) != 1)
+			check = -1;
+		pos += more;
+		kind |= 0x20; /* lower case */
+		if (n3 != 3 || check < 0 || (kind != 'f' && kind != 'r') || off < 0 || len < 0 || !line[pos]) {
 			fprintf(stderr, "dlreader: %s: bad line %ld: %s\n", name, nsamples + 1, line);
 			exit(2);
 		}
+		nchecked += check;
 		const char *path = line + pos;
 		int fi = kind == 'r' ? file_index(path) : -1;
 		if (fi < 0) {
@@ -50,7 +60,7 @@ void load_list(const char *name)
 		}
 		if (nsamples == scap)
 			samples = realloc(samples, (scap = scap ? 2 * scap : 256) * sizeof(*samples));
-		samples[nsamples++] = (struct sample){kind, fi, off, len};
+		samples[nsamples++] = (struct sample){kind, (char)check, fi, off, len, sum};
 	}
 	free(line);
 	fclose(f);
@@ -93,10 +103,21 @@ void load_order(const char *name)
 }
 
 /* Records: each process keeps its descriptors (and mappings) open, as a
- * loader holding its shard files does. Whole files are opened per sample. */
+ * loader holding its shard files does. Whole files are opened per sample.
+ * The stream mode reads records through one descriptor per process
+ * instead (see read_stream). */
 static int *rec_fd;
 static unsigned char **rec_map;
 static long long *rec_size;
+static int stream_fd = -1, stream_file = -1;
+static long long stream_pos;
+
+static void stream_close(void)
+{
+	if (stream_fd >= 0)
+		close(stream_fd);
+	stream_fd = stream_file = -1;
+}
 
 static int rec_open(int fi)
 {
@@ -114,6 +135,7 @@ static int rec_open(int fi)
 
 void rec_close_all(void)
 {
+	stream_close();
 	if (!rec_fd)
 		return;
 	for (int i = 0; i < nfiles; i++) {
@@ -123,6 +145,7 @@ void rec_close_all(void)
 			close(rec_fd[i]);
 	}
 }
+
 
 static unsigned touch(const unsigned char *p, long long n)
 {
@@ -134,8 +157,15 @@ static unsigned touch(const unsigned char *p, long long n)
 	return sum;
 }
 
+/* sum_into adds n bytes at p to *crc, when the caller checks them. */
+static void sum_into(uint32_t *crc, const void *p, size_t n)
+{
+	if (crc)
+		*crc = crc32c(*crc, p, n);
+}
+
 /* pread_all reads len bytes at off; returns the bytes read or -1. */
-static long long pread_all(int fd, long long off, long long len)
+static long long pread_all(int fd, long long off, long long len, uint32_t *crc)
 {
 	long long got = 0;
 	while (got < len) {
@@ -148,42 +178,65 @@ static long long pread_all(int fd, long long off, long long len)
 		}
 		if (n == 0)
 			break;
+		sum_into(crc, buf, n);
 		got += n;
 	}
 	return got;
 }
 
-static long long read_whole(const struct sample *s)
+/* read_on reads up to len bytes with read() from the descriptor's
+ * position (to EOF for a negative len); returns the bytes read or -1. */
+static long long read_on(int fd, long long len, uint32_t *crc)
+{
+	long long got = 0;
+	while (len < 0 || got < len) {
+		size_t want = len < 0 || len - got > BUFSZ ? BUFSZ : len - got;
+		ssize_t n = read(fd, buf, want);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		sum_into(crc, buf, n);
+		got += n;
+	}
+	return got;
+}
+
+/* map_sum checks a mapped sample's bytes, or touches every page of them
+ * when there is nothing to check. */
+static void map_sum(const unsigned char *p, long long n, uint32_t *crc)
+{
+	if (crc)
+		sum_into(crc, p, n);
+	else
+		touch(p, n);
+}
+
+static long long read_whole(const struct sample *s, uint32_t *crc)
 {
 	int fd = open(files[s->file], O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	long long total = 0;
 	if (mode == 'h') { /* a file's header: its first HEAD bytes */
-		total = pread_all(fd, 0, HEAD);
-	} else if (mode == 'w') {
-		ssize_t n;
-		while ((n = read(fd, buf, BUFSZ)) != 0) {
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				total = -1;
-				break;
-			}
-			total += n;
-		}
+		total = pread_all(fd, 0, HEAD, NULL);
+	} else if (mode == 'w' || mode == 's') {
+		total = read_on(fd, -1, crc);
 	} else {
 		struct stat st;
 		if (fstat(fd, &st) < 0) {
 			total = -1;
 		} else if (mode == 'p') {
-			total = pread_all(fd, 0, st.st_size);
+			total = pread_all(fd, 0, st.st_size, crc);
 		} else if (st.st_size > 0) {
 			void *p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 			if (p == MAP_FAILED) {
 				total = -1;
 			} else {
-				touch(p, st.st_size);
+				map_sum(p, st.st_size, crc);
 				munmap(p, st.st_size);
 				total = st.st_size;
 			}
@@ -193,8 +246,40 @@ static long long read_whole(const struct sample *s)
 	return total;
 }
 
-static long long read_record(const struct sample *s)
+/*
+ * read_stream reads a record as tarfile's stream mode and WebDataset read
+ * a shard: one descriptor per process goes through a file front to back
+ * with read(), reading and dropping the bytes between records (a tar
+ * member's header, its padding). A record behind the position, or in
+ * another file, opens that file afresh at its start.
+ */
+static long long read_stream(const struct sample *s, uint32_t *crc)
 {
+	if (stream_file != s->file || stream_pos > s->off) {
+		stream_close();
+		if ((stream_fd = open(files[s->file], O_RDONLY | O_CLOEXEC)) < 0)
+			return -1;
+		stream_file = s->file;
+		stream_pos = 0;
+	}
+	long long gap = s->off - stream_pos;
+	long long got = read_on(stream_fd, gap, NULL);
+	if (got == gap)
+		got = read_on(stream_fd, s->len, crc);
+	else if (got >= 0)
+		got = 0; /* the file ends before the record */
+	if (got < 0) {
+		stream_close();
+		return -1;
+	}
+	stream_pos = s->off + got;
+	return got;
+}
+
+static long long read_record(const struct sample *s, uint32_t *crc)
+{
+	if (mode == 's')
+		return read_stream(s, crc);
 	int fd = rec_open(s->file);
 	if (fd < 0)
 		return -1;
@@ -211,27 +296,25 @@ static long long read_record(const struct sample *s)
 		}
 		if (s->off + s->len > rec_size[s->file])
 			return -1;
-		touch(rec_map[s->file] + s->off, s->len);
+		map_sum(rec_map[s->file] + s->off, s->len, crc);
 		return s->len;
 	}
 	if (mode == 'w') { /* seek and read, as a stream reader does */
 		if (lseek(fd, s->off, SEEK_SET) < 0)
 			return -1;
-		long long got = 0;
-		while (got < s->len) {
-			size_t want = s->len - got < BUFSZ ? s->len - got : BUFSZ;
-			ssize_t n = read(fd, buf, want);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -1;
-			if (n == 0)
-				break;
-			got += n;
-		}
-		return got;
+		return read_on(fd, s->len, crc);
 	}
-	return pread_all(fd, s->off, s->len);
+	return pread_all(fd, s->off, s->len, crc);
+}
+
+/* wrong counts a sample read whole whose bytes are not the dataset's,
+ * and names the first few of each process on stderr. */
+static void wrong(const struct sample *s, long i, long long got, uint32_t crc, struct rankstat *st)
+{
+	if (st->corrupt++ < 3)
+		fprintf(stderr, "dlreader: wrong bytes: sample %ld (%s, %lld bytes at %lld): read %lld bytes, "
+				"CRC-32C %08x, want %08x\n",
+			i, files[s->file], s->len, s->off, got, crc, s->sum);
 }
 
 /* read_batch reads batch b of the rank's order, recording latencies. */
@@ -241,14 +324,18 @@ void read_batch(int e, int r, long b, struct rankstat *st, long latbase)
 	long n = norder[e * ranks + r];
 	for (long i = b * batch; i < (b + 1) * batch && i < n; i++) {
 		const struct sample *s = &samples[o[i]];
+		uint32_t crc = 0, *check = s->check ? &crc : NULL;
 		long long t0 = now_ns();
-		long long got = s->kind == 'r' ? read_record(s) : read_whole(s);
+		long long got = s->kind == 'r' ? read_record(s, check) : read_whole(s, check);
 		lat[latbase + i] = now_ns() - t0;
 		idx[latbase + i] = o[i];
-		if (got < 0 || (s->kind == 'r' && got != s->len))
+		if (got < 0 || (s->kind == 'r' && got != s->len)) {
 			st->errors++;
-		else
+		} else {
 			st->bytes += got;
+			if (check && (got != s->len || crc != s->sum))
+				wrong(s, o[i], got, crc, st);
+		}
 		st->samples++;
 	}
 }
