@@ -147,6 +147,9 @@ func (r *reactive) fetch(path string) {
 	if err := tiering.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
+	if r.l.big.Load().large(st.Size) {
+		return // tiered in blocks as it is read (blocks.go)
+	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
 	}
@@ -214,7 +217,7 @@ func (r *reactive) copyNow(path string) {
 	if large || tiering.Lookup(r.l.open, path, &src.Stat) >= 0 {
 		src.File.Close()
 		r.l.seg.clearCopying(path) // read from the original, or there already
-		if large {
+		if large && !r.l.big.Load().large(size) {
 			r.pool.Fetch(path, size)
 		}
 		return
