@@ -25,8 +25,9 @@ static struct {
 	int fd[AUGUR_MAX_TIERS];
 } bfds[AUGUR_BFILES];
 
-/* The buffer a read of the original is widened to whole pages in, per
- * thread (kept for the thread's life: reads come again). */
+/* The buffer the bytes a read of the original is widened by go to (two
+ * pages: before and after the caller's), per thread (kept for the
+ * thread's life: reads come again). */
 static AUGUR_TLS char *bounce;
 
 static uint64_t *pword(struct augur_segment *seg, const struct augur_bfile *f, int t, uint64_t b)
@@ -38,6 +39,39 @@ static uint64_t *rword(struct augur_segment *seg, const struct augur_bfile *f, i
 {
 	uint64_t per = (f->nblocks + 63) / 64;
 	return &seg->blocks.words[f->words + (uint64_t)f->ntiers * f->nblocks + t * per + b / 64];
+}
+
+/* cword is the word saying which blocks of f, around b, the leader is
+ * copying; b's bit in it is 1 << b % 64. */
+static uint64_t *cword(struct augur_segment *seg, const struct augur_bfile *f, uint64_t b)
+{
+	uint64_t per = (f->nblocks + 63) / 64;
+	return &seg->blocks.words[f->words + (uint64_t)f->ntiers * (f->nblocks + per) + b / 64];
+}
+
+/* COPY_WAIT_NS bounds how long a reader waits for the leader's copy of a
+ * block before it reads the original after all. */
+#define COPY_WAIT_NS (2ull * 1000 * 1000 * 1000)
+
+/* await_copy waits while the leader copies block b of f (at most
+ * COPY_WAIT_NS in all, per read) and reports whether it waited: the
+ * caller looks at the block's pages again. */
+static int await_copy(struct augur_segment *seg, struct augur_bfile *f, uint64_t b, uint64_t *deadline)
+{
+	uint64_t bit = 1ull << (b % 64);
+	int waited = 0;
+	for (;;) {
+		uint32_t w = __atomic_load_n(&f->wake, __ATOMIC_ACQUIRE);
+		if (!(__atomic_load_n(cword(seg, f, b), __ATOMIC_ACQUIRE) & bit))
+			return waited;
+		uint64_t now = augur_now_ns();
+		if (!*deadline)
+			*deadline = now + COPY_WAIT_NS;
+		if (now >= *deadline)
+			return waited;
+		augur_futex_wait(&f->wake, w, *deadline - now < 50000000u ? *deadline - now : 50000000u);
+		waited = 1;
+	}
 }
 
 static int has_tier(const struct augur_bfile *f, int t)
@@ -119,12 +153,13 @@ static int reserved_tier(struct augur_segment *seg, struct augur_bfile *f, uint6
 static int iov_slice(const struct iovec *iov, int cnt, size_t from, size_t len, struct iovec *out)
 {
 	int n = 0;
+	/* out has room for IOV_SLICE + 2: a widened read's two more */
 	for (int i = 0; i < cnt && len; i++) {
 		if (from >= iov[i].iov_len) {
 			from -= iov[i].iov_len;
 			continue;
 		}
-		if (n == IOV_SLICE)
+		if (n == IOV_SLICE + 2)
 			return -1;
 		size_t take = iov[i].iov_len - from < len ? iov[i].iov_len - from : len;
 		out[n++] = (struct iovec){(char *)iov[i].iov_base + from, take};
@@ -134,23 +169,12 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t from, size_t len, 
 	return n;
 }
 
-/* copy_out copies n bytes of src into the buffers iov from byte at on. */
-static void copy_out(const struct iovec *iov, int cnt, size_t at, const char *src, size_t n)
-{
-	struct iovec out[IOV_SLICE];
-	int k = iov_slice(iov, cnt, at, n, out);
-	for (int i = 0; i < k; i++) {
-		memcpy(out[i].iov_base, src, out[i].iov_len);
-		src += out[i].iov_len;
-	}
-}
-
-/* keep writes the whole pages of buf (len bytes of the original from
- * pos, a page boundary) into the blocks files of the tiers their blocks
- * are reserved in, and marks them present. A page ends at the file's
- * size at most. */
-static void keep(struct augur_segment *seg, uint32_t i, uint32_t seq, const char *abs, const char *buf,
-		 uint64_t pos, size_t len)
+/* keep writes the whole pages of the len bytes of the original from
+ * pos (a page boundary) that the buffers v hold into the blocks files of
+ * the tiers their blocks are reserved in, and marks them present. A page
+ * ends at the file's size at most. */
+static void keep(struct augur_segment *seg, uint32_t i, uint32_t seq, const char *abs, const struct iovec *v,
+		 int cnt, uint64_t pos, size_t len)
 {
 	struct augur_bfile *f = &seg->blocks.files[i];
 	for (uint64_t p = pos; p < pos + len;) {
@@ -160,8 +184,10 @@ static void keep(struct augur_segment *seg, uint32_t i, uint32_t seq, const char
 		uint64_t b = p >> AUGUR_BLOCK_SHIFT;
 		int t = reserved_tier(seg, f, b);
 		int bfd = t >= 0 ? block_fd(seg, i, t, abs) : -1;
+		struct iovec pv[IOV_SLICE + 2];
+		int k = bfd >= 0 ? iov_slice(v, cnt, p - pos, end - p, pv) : -1;
 		uint64_t bit = 1ull << (p >> AUGUR_PAGE_SHIFT & 63);
-		if (bfd >= 0 && pwrite(bfd, buf + (p - pos), end - p, (off_t)p) == (ssize_t)(end - p) &&
+		if (k > 0 && pwritev(bfd, pv, k, (off_t)p) == (ssize_t)(end - p) &&
 		    __atomic_load_n(&f->seq, __ATOMIC_SEQ_CST) == seq) {
 			__atomic_fetch_or(pword(seg, f, t, b), bit, __ATOMIC_SEQ_CST);
 			/* Pages taken away meanwhile (a change of the file): this
@@ -178,33 +204,37 @@ static void keep(struct augur_segment *seg, uint32_t i, uint32_t seq, const char
 
 /*
  * from_original reads [pos, pos+len) of the original into the buffers
- * iov from byte at on. Where a block of it is, or can be, reserved, the
- * read is widened to whole pages (through this thread's buffer, a block
- * at most at a time) and the pages are kept (keep); the bytes the caller
- * asked for are the same either way. It returns what preadv would.
+ * iov from byte at on. Where the blocks of it are, or can be, reserved,
+ * the read is widened to whole pages, one call still: the bytes before
+ * and after the caller's go to this thread's buffer, the caller's to its
+ * own buffers; the pages are then kept (keep) from the same buffers. The
+ * bytes the caller asked for are the same either way. It returns what
+ * preadv would.
  */
 static ssize_t from_original(struct augur_segment *seg, int fd, uint32_t i, uint32_t seq, const char *abs,
 			     const struct iovec *iov, int cnt, size_t at, uint64_t pos, size_t len)
 {
 	struct augur_bfile *f = &seg->blocks.files[i];
+	struct iovec v[IOV_SLICE + 2];
+	int k = iov_slice(iov, cnt, at, len, v + 1);
+	if (k < 0)
+		return -1;
 	uint64_t pa = pos & ~(PAGE - 1);
 	uint64_t pb = (pos + len + PAGE - 1) & ~(PAGE - 1);
 	if (pb > f->size)
 		pb = f->size;
-	if (pb <= pa || pb - pa > BLOCK || reserved_tier(seg, f, pa >> AUGUR_BLOCK_SHIFT) < 0 ||
-	    reserved_tier(seg, f, (pb - 1) >> AUGUR_BLOCK_SHIFT) < 0 ||
-	    (!bounce && !(bounce = malloc(BLOCK + PAGE)))) {
-		struct iovec out[IOV_SLICE];
-		int k = iov_slice(iov, cnt, at, len, out);
-		return k < 0 ? -1 : CALL_REAL(preadv64, -1, fd, out, k, (off64_t)pos);
-	}
-	ssize_t r = CALL_REAL(pread64, -1, fd, bounce, pb - pa, (off64_t)pa);
+	if (pb <= pa || reserved_tier(seg, f, pa >> AUGUR_BLOCK_SHIFT) < 0 ||
+	    reserved_tier(seg, f, (pb - 1) >> AUGUR_BLOCK_SHIFT) < 0 || (!bounce && !(bounce = malloc(2 * PAGE))))
+		return CALL_REAL(preadv64, -1, fd, v + 1, k, (off64_t)pos);
+	/* head: [pa, pos) into bounce; tail: [pos+len, pb) after it */
+	v[0] = (struct iovec){bounce, pos - pa};
+	v[k + 1] = (struct iovec){bounce + PAGE, pb > pos + len ? pb - (pos + len) : 0};
+	ssize_t r = CALL_REAL(preadv64, -1, fd, v, k + 2, (off64_t)pa);
 	if (r <= (ssize_t)(pos - pa))
 		return r < 0 ? -1 : 0;
-	size_t got = (size_t)r - (pos - pa) < len ? (size_t)r - (pos - pa) : len;
-	copy_out(iov, cnt, at, bounce + (pos - pa), got);
-	keep(seg, i, seq, abs, bounce, pa, (size_t)r);
-	return (ssize_t)got;
+	keep(seg, i, seq, abs, v, k + 2, pa, (size_t)r);
+	size_t got = (size_t)r - (pos - pa);
+	return (ssize_t)(got < len ? got : len);
 }
 
 /* from_tier reads [pos, pos+len) from tier t's blocks file into the
@@ -213,7 +243,7 @@ static ssize_t from_original(struct augur_segment *seg, int fd, uint32_t i, uint
 static ssize_t from_tier(struct augur_segment *seg, uint32_t i, int t, const char *abs,
 			 const struct iovec *iov, int cnt, size_t at, uint64_t pos, size_t len)
 {
-	struct iovec out[IOV_SLICE];
+	struct iovec out[IOV_SLICE + 2];
 	int k = iov_slice(iov, cnt, at, len, out);
 	int bfd = k < 0 ? -1 : block_fd(seg, i, t, abs);
 	return bfd < 0 ? -1 : CALL_REAL(preadv64, -1, bfd, out, k, (off64_t)pos);
@@ -226,7 +256,8 @@ static ssize_t from_tier(struct augur_segment *seg, uint32_t i, int t, const cha
  * away (seq moved) is read again from the original. It returns what
  * preadv of the original would.
  */
-static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov, int cnt, size_t len, uint64_t pos)
+static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov, int cnt, size_t len, uint64_t pos,
+		     size_t *from_tiers)
 {
 	uint32_t i = (uint32_t)augur_fdtab[fd].big - 1;
 	struct augur_bfile *f = &seg->blocks.files[i];
@@ -234,7 +265,7 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 	uint32_t seq = __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE);
 	int fresh = abs && !(seq & 1) && !augur_write_held(abs);
 	size_t done = 0, tiered = 0;
-	uint64_t per[AUGUR_MAX_TIERS] = {0};
+	uint64_t per[AUGUR_MAX_TIERS] = {0}, deadline = 0;
 	while (done < len) {
 		uint64_t p = pos + done;
 		int t = fresh && p < f->size ? page_tier(seg, f, p) : -1;
@@ -246,6 +277,8 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 				q += PAGE;
 			end = q < end ? q : end;
 		}
+		if (t < 0 && fresh && p < f->size && await_copy(seg, f, p >> AUGUR_BLOCK_SHIFT, &deadline))
+			continue; /* the leader copied it meanwhile: look again */
 		ssize_t r = -1;
 		if (t >= 0 && (r = from_tier(seg, i, t, abs, iov, cnt, done, p, end - p)) > 0) {
 			tiered += (size_t)r;
@@ -265,7 +298,8 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 			break; /* a short read: what the original would return there */
 	}
 	if (tiered && __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != seq) {
-		struct iovec out[IOV_SLICE];
+		*from_tiers = 0;
+		struct iovec out[IOV_SLICE + 2];
 		int k = iov_slice(iov, cnt, 0, len, out);
 		return k < 0 ? -1 : CALL_REAL(preadv64, -1, fd, out, k, (off64_t)pos);
 	}
@@ -274,6 +308,7 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 			__atomic_fetch_add(&seg->counters.block_bytes[t], per[t], __ATOMIC_RELAXED);
 	if (done > tiered)
 		__atomic_fetch_add(&seg->counters.block_misses, 1, __ATOMIC_RELAXED);
+	*from_tiers = tiered;
 	return (ssize_t)done;
 }
 
@@ -283,8 +318,9 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 #define OFFSET_LOCKS 64
 static pthread_mutex_t offset_locks[OFFSET_LOCKS] = {[0 ... OFFSET_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER};
 
-/* stream tells the leader where a descriptor that reads in order has
- * reached, each time it enters a new block (AUGUR_EV_STREAM). */
+/* stream tells the leader where a descriptor that reads in order (two
+ * reads, the second where the first ended) has reached, then each time
+ * it enters a new block (AUGUR_EV_STREAM). */
 static void stream(int fd, uint64_t pos, ssize_t n)
 {
 	struct augur_fd_big *e = &augur_fdbig[fd];
@@ -293,7 +329,7 @@ static void stream(int fd, uint64_t pos, ssize_t n)
 	e->seqs = pos == e->next ? (e->seqs < 0xffff ? e->seqs + 1 : e->seqs) : 0;
 	e->next = pos + (uint64_t)n;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	if (abs && e->seqs >= 2 && (e->seqs == 2 || (pos >> AUGUR_BLOCK_SHIFT) != (e->next >> AUGUR_BLOCK_SHIFT)))
+	if (abs && e->seqs >= 1 && (e->seqs == 1 || (pos >> AUGUR_BLOCK_SHIFT) != (e->next >> AUGUR_BLOCK_SHIFT)))
 		augur_emit(AUGUR_EV_STREAM, -1, fd, e->next, abs, 0);
 }
 
@@ -323,7 +359,8 @@ AUGUR_HIDDEN ssize_t augur_big_readv(int fd, const struct iovec *iov, int cnt, o
 	if (lock)
 		pthread_mutex_lock(lock);
 	off_t pos = lock ? lseek(fd, 0, SEEK_CUR) : off;
-	ssize_t n = pos < 0 ? real_readv(fd, iov, cnt, off) : serve(seg, fd, iov, cnt, len, (uint64_t)pos);
+	size_t tiered = 0;
+	ssize_t n = pos < 0 ? real_readv(fd, iov, cnt, off) : serve(seg, fd, iov, cnt, len, (uint64_t)pos, &tiered);
 	if (lock && pos >= 0 && n > 0)
 		lseek(fd, pos + n, SEEK_SET);
 	if (lock)
@@ -331,7 +368,7 @@ AUGUR_HIDDEN ssize_t augur_big_readv(int fd, const struct iovec *iov, int cnt, o
 	int e = n < 0 ? errno : saved;
 	if (pos >= 0)
 		stream(fd, (uint64_t)pos, n);
-	augur_fd_account(fd, n);
+	augur_fd_account(fd, n - (ssize_t)tiered); /* the tiers' bytes are counted as read (serve) */
 	errno = e;
 	return n;
 }

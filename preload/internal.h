@@ -337,6 +337,9 @@ AUGUR_HIDDEN int augur_wait_pending(const char *abs);
 AUGUR_HIDDEN int augur_request_copy(const char *abs);
 AUGUR_HIDDEN void augur_await_publishers(const char *abs);
 AUGUR_HIDDEN void augur_await_all_publishers(void);
+/* augur_futex_wait sleeps while *w is v, at most ns (a futex shared
+ * between processes). */
+AUGUR_HIDDEN void augur_futex_wait(uint32_t *w, uint32_t v, uint64_t ns);
 
 /* augur_owned_fd says whether fd is of kind (S_IFREG, S_IFDIR), this
  * user's, and not writable by group or others (serve.c). */

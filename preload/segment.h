@@ -405,7 +405,11 @@ struct augur_ring {
  * page i of the block; a block's last page may end at the file's size),
  * and which blocks are reserved for it there (words[bf.words +
  * ntiers*nblocks + t*rwords + b/64], bit b%64): room the leader took from
- * the tier's capacity. A page is written, then its bit set (release); a
+ * the tier's capacity, and which blocks the leader is copying
+ * (words[bf.words + ntiers*(nblocks + rwords) + b/64]): a reader that
+ * needs a page of one waits for the copy (on wake, which the leader moves
+ * and wakes after each) rather than read the original too. A page is
+ * written, then its bit set (release); a
  * reader that finds every page of a range set reads it from the blocks
  * file (preload/blocks.c). Pages are taken away only with seq odd (a
  * change of the file, an eviction), and a reader that saw seq move reads
@@ -428,7 +432,7 @@ struct augur_bfile {
 	uint32_t seq;      /* odd while pages are taken away */
 	uint32_t gen;      /* moves when its blocks files are made anew: processes reopen them */
 	uint32_t flags;
-	uint32_t pad;
+	uint32_t wake;     /* moved, and woken, when a copy of one of its blocks ends */
 };
 
 struct augur_blocks {

@@ -81,12 +81,14 @@ type seqRead struct {
 	rate float64 // bytes per second
 }
 
-// blockCopy is a block to copy ahead of a stream into tier.
+// blockCopy is a block to copy ahead of a stream into tier: the pages of
+// it from the first of pages to the last (absent when it was queued).
 type blockCopy struct {
-	f    *bigFile
-	b    int64
-	tier int
-	seq  uint32
+	f     *bigFile
+	b     int64
+	tier  int
+	seq   uint32
+	pages uint64
 }
 
 const (
@@ -96,10 +98,14 @@ const (
 	// goneGrace is how long a freed slot's words rest before another
 	// file takes them.
 	goneGrace = 10 * time.Second
-	// aheadMax bounds the blocks a stream is copied ahead of: 64 MiB.
+	// aheadMin and aheadMax bound the blocks a stream is copied ahead
+	// of: a few keep the shared filesystem busy while a reader reads
+	// what came; 64 MiB at most.
+	aheadMin = 3
 	aheadMax = 16
-	// blockWorkers copy blocks ahead at once.
-	blockWorkers = 2
+	// blockWorkers copy blocks ahead at once: requests in flight to the
+	// shared filesystem, whose bandwidth one request does not fill.
+	blockWorkers = 4
 )
 
 // newBlocks starts the leader's half of large files, counting their
@@ -344,9 +350,19 @@ func (m *blocks) stream(ev Event) {
 	if n > aheadMax {
 		n = aheadMax
 	}
-	first := int64(ev.Bytes) >> blockShift
+	if n < aheadMin {
+		n = aheadMin
+	}
+	// From the page the reader has reached: the rest of its block comes
+	// in one request, where its own reads would make several.
+	pos := int64(ev.Bytes)
+	first := pos >> blockShift
 	for b := first; b < first+n && b < f.nblocks; b++ {
-		if f.copying[b] || m.present(f, b) {
+		pages := m.absent(f, b)
+		if b == first {
+			pages &^= 1<<uint(pos>>pageShift&63) - 1 // the pages behind the reader
+		}
+		if f.copying[b] || pages == 0 {
 			continue
 		}
 		t := m.reserve(f, b)
@@ -355,24 +371,26 @@ func (m *blocks) stream(ev Event) {
 			return
 		}
 		f.copying[b] = true
+		w, bit := m.l.seg.copyingWord(f.slot, b)
+		atomic.OrUint64(w, bit) // a reader that reaches it waits for the copy
 		select {
-		case m.ahead <- blockCopy{f, b, t, m.l.seg.blockSeq(f.slot)}:
+		case m.ahead <- blockCopy{f, b, t, m.l.seg.blockSeq(f.slot), pages}:
 		default:
 			delete(f.copying, b)
+			m.l.seg.copied(f.slot, b)
 		}
 	}
 }
 
-// present says whether every page of block b of f is in a tier.
+// absent are the pages of block b of f no tier holds.
 //
 // Preconditions: m.mu is held.
-func (m *blocks) present(f *bigFile, b int64) bool {
-	want := pagesOf(f.st.Size, b)
+func (m *blocks) absent(f *bigFile, b int64) uint64 {
 	var have uint64
 	for t := range m.l.tiers {
 		have |= atomic.LoadUint64(m.l.seg.pageWord(f.slot, t, b))
 	}
-	return have&want == want
+	return pagesOf(f.st.Size, b) &^ have
 }
 
 // pagesOf is the page bits of block b of a file of size bytes.
@@ -431,6 +449,7 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 		m.mu.Lock()
 		delete(c.f.copying, c.b)
 		m.mu.Unlock()
+		m.l.seg.copied(c.f.slot, c.b) // its readers read it from the tier now, or the original
 	}()
 	seg, f := m.l.seg, c.f
 	src, dst, err := m.openPair(f, c.tier)
@@ -438,8 +457,9 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 		return
 	}
 	begin := time.Now()
-	off := c.b * blockSize
-	n := min(blockSize, f.st.Size-off)
+	lo, hi := int64(bits.TrailingZeros64(c.pages)), int64(64-bits.LeadingZeros64(c.pages))
+	off := c.b*blockSize + lo*pageSize
+	n := min((hi-lo)*pageSize, f.st.Size-off)
 	got, err := src.ReadAt(buf[:n], off)
 	if int64(got) != n || (err != nil && got != len(buf[:n])) {
 		return
@@ -448,7 +468,10 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 		return
 	}
 	w := seg.pageWord(f.slot, c.tier, c.b)
-	pages := pagesOf(f.st.Size, c.b)
+	pages := pagesOf(f.st.Size, c.b) &^ (1<<uint(lo) - 1) // every page of [lo, hi): written
+	if hi < 64 {
+		pages &= 1<<uint(hi) - 1
+	}
 	if seg.blockSeq(f.slot) != c.seq || seg.blockKey(f.slot) != f.key {
 		return
 	}

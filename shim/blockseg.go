@@ -34,8 +34,9 @@ func u64p(p *C.uint64_t) *uint64 { return (*uint64)(unsafe.Pointer(p)) }
 // bword is word w of the presence and reservation words.
 func (s *Segment) bword(w uint32) *uint64 { return u64p(&s.s.blocks.words[w]) }
 
-// entryWords is how many words an entry of n blocks in ntiers tiers takes.
-func entryWords(n, ntiers int) int { return ntiers * (n + (n+63)/64) }
+// entryWords is how many words an entry of n blocks in ntiers tiers
+// takes: pages and reservations per tier, and the blocks being copied.
+func entryWords(n, ntiers int) int { return ntiers*(n+(n+63)/64) + (n+63)/64 }
 
 // bentry describes an entry to make.
 type bentry struct {
@@ -114,6 +115,24 @@ func (s *Segment) reserveWord(i, t int, b int64) (*uint64, uint64) {
 	f := s.bslot(i)
 	per := (uint32(f.nblocks) + 63) / 64
 	return s.bword(uint32(f.words) + uint32(f.ntiers)*uint32(f.nblocks) + uint32(t)*per + uint32(b/64)), 1 << (b % 64)
+}
+
+// copyingWord is the word of slot i saying which blocks the leader is
+// copying, and b's bit in it.
+func (s *Segment) copyingWord(i int, b int64) (*uint64, uint64) {
+	f := s.bslot(i)
+	per := (uint32(f.nblocks) + 63) / 64
+	return s.bword(uint32(f.words) + uint32(f.ntiers)*(uint32(f.nblocks)+per) + uint32(b/64)), 1 << (b % 64)
+}
+
+// copied clears block b's copying bit and wakes the readers waiting for
+// copies of slot i's blocks.
+func (s *Segment) copied(i int, b int64) {
+	w, bit := s.copyingWord(i, b)
+	atomic.AndUint64(w, ^bit)
+	wake := u32p(&s.bslot(i).wake)
+	atomic.AddUint32(wake, 1)
+	futexWake(wake)
 }
 
 // blockTiers is the tiers slot i has blocks files in, as a bit set.
