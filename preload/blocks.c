@@ -465,3 +465,53 @@ AUGUR_HIDDEN void augur_big_invalidate(const char *abs)
 	__atomic_fetch_add(&f->seq, 1, __ATOMIC_SEQ_CST);
 	augur_remove_copies(abs, "blocks");
 }
+
+/*
+ * augur_big_copy is sendfile and copy_file_range of a large file's
+ * descriptor in: its bytes read through augur_big_read (from the tiers'
+ * blocks where they are), then written to out (at *outoff where given), a
+ * MiB at a time, as far as out takes them. The input's offset is *inoff
+ * where given (and moved there), else the descriptor's. It returns what
+ * the call would: the bytes written, or -1 with errno when none were.
+ */
+AUGUR_HIDDEN ssize_t augur_big_copy(int in, off64_t *inoff, int out, off64_t *outoff, size_t count)
+{
+	off64_t pos = inoff ? *inoff : lseek64(in, 0, SEEK_CUR);
+	if (pos < 0)
+		return -1;
+	size_t chunk = count < (1u << 20) ? count : (1u << 20);
+	char *buf = chunk ? malloc(chunk) : NULL;
+	if (chunk && !buf)
+		return -1;
+	size_t done = 0;
+	while (done < count) {
+		size_t want = count - done < chunk ? count - done : chunk;
+		ssize_t r = augur_big_read(in, buf, want, pos + (off64_t)done);
+		if (r <= 0) {
+			if (r < 0 && !done) {
+				free(buf);
+				return -1;
+			}
+			break;
+		}
+		ssize_t w = outoff ? pwrite64(out, buf, (size_t)r, *outoff + (off64_t)done) : write(out, buf, (size_t)r);
+		if (w <= 0) {
+			if (w < 0 && !done) {
+				free(buf);
+				return -1;
+			}
+			break;
+		}
+		done += (size_t)w;
+		if (w < r)
+			break;
+	}
+	free(buf);
+	if (inoff)
+		*inoff = pos + (off64_t)done;
+	else
+		lseek64(in, pos + (off64_t)done, SEEK_SET);
+	if (outoff)
+		*outoff += (off64_t)done;
+	return (ssize_t)done;
+}

@@ -383,6 +383,7 @@ AUGUR_HIDDEN int augur_tee_pool_path(int k, char *out, size_t cap);
 AUGUR_HIDDEN void augur_big_look(int fd, const char *abs);
 AUGUR_HIDDEN ssize_t augur_big_readv(int fd, const struct iovec *iov, int cnt, off_t off);
 AUGUR_HIDDEN ssize_t augur_big_read(int fd, void *buf, size_t count, off_t off);
+AUGUR_HIDDEN ssize_t augur_big_copy(int in, off64_t *inoff, int out, off64_t *outoff, size_t count);
 AUGUR_HIDDEN int augur_big_map(int fd, off_t off, size_t len);
 AUGUR_HIDDEN void augur_big_invalidate(const char *abs);
 AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap);

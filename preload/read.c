@@ -105,13 +105,17 @@ AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off
 AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
 
-/* sendfile of a large file's descriptor reads its original: the bytes
- * are the file's either way. */
+/* sendfile of a large file's descriptor copies through augur_big_copy,
+ * where the offset is one the kernel takes. */
+#define BIG_SEND(off)                                          \
+	if (!(off) || *(off) >= 0)                             \
+	return augur_big_copy(in, (off64_t *)(off), out, NULL, count)
+
 AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, (void)0, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
 AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, (void)0, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
 /*
  * copy_file_range fails with EXDEV between filesystems. A descriptor served
@@ -147,6 +151,9 @@ AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *o
 				     size_t len, unsigned int flags)
 {
 	augur_fd_before_read(in);
+	if (augur_fd_tracked(in) && augur_fdtab[in].big && !flags && (!inoff || *inoff >= 0) &&
+	    (!outoff || *outoff >= 0) && !(CALL_REAL(fcntl, -1, out, F_GETFL) & O_APPEND)) /* the kernel refuses that one */
+		return augur_big_copy(in, inoff, out, outoff, len);
 	uint64_t tee_ = augur_tee_enter(in);
 	ssize_t n = CALL_REAL(copy_file_range, -1, in, inoff, out, outoff, len, flags);
 	if (n < 0 && errno == EXDEV && augur_fd_tier(in) >= 0)

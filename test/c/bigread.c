@@ -120,6 +120,25 @@ static void pass(const char *path, int n)
 		printf("sendfile: %zd bytes, or they differ\n", s);
 		bad++;
 	}
+	/* sendfile at the descriptor's offset, copy_file_range at one given */
+	if (ftruncate(out, 0) != 0 || lseek(out, 0, SEEK_SET) != 0)
+		bad++;
+	lseek(fd, 1000, SEEK_SET);
+	s = sendfile(out, fd, NULL, 3 << 20);
+	if (s != expect(1000, 3 << 20) || lseek(fd, 0, SEEK_CUR) != 1000 + s || pread(out, buf, (size_t)s, 0) != s ||
+	    memcmp(buf, want + 1000, (size_t)s) != 0) {
+		printf("sendfile at the offset: %zd bytes, offset %lld, or they differ\n", s, (long long)lseek(fd, 0, SEEK_CUR));
+		bad++;
+	}
+	loff_t in = size - 100000, to = 0;
+	if (ftruncate(out, 0) != 0)
+		bad++;
+	s = copy_file_range(fd, &in, out, &to, 200000, 0);
+	if (s != 100000 || in != size || to != 100000 || pread(out, buf, 100000, 0) != 100000 ||
+	    memcmp(buf, want + size - 100000, 100000) != 0) {
+		printf("copy_file_range: %zd bytes, offsets %lld %lld, or they differ\n", s, (long long)in, (long long)to);
+		bad++;
+	}
 	close(out);
 	close(dup_fd);
 	close(fd);
