@@ -140,6 +140,31 @@ static void pass(const char *path, int n)
 		bad++;
 	}
 	close(out);
+	/* stdio: fopen, fread, fseek, ftell, fileno; fdopen of a dup */
+	FILE *f = fopen(path, "rb");
+	struct stat fst;
+	if (!f || fstat(fileno(f), &fst) != 0 || fst.st_size != size) {
+		printf("fopen/fileno/fstat: %s\n", f ? strerror(errno) : "no stream");
+		bad++;
+	}
+	for (int i = 0; f && i < 20; i++) {
+		off_t o = (off_t)((uint64_t)rand() % (uint64_t)size);
+		size_t len = (size_t)rand() % 2000000 + 1;
+		if (fseeko(f, o, SEEK_SET) != 0 || ftello(f) != o) {
+			printf("fseeko to %lld\n", (long long)o);
+			bad++;
+			continue;
+		}
+		check("fread", o, (ssize_t)fread(buf, 1, len, f), expect(o, len), buf);
+	}
+	if (f)
+		fclose(f);
+	int d2 = dup(fd);
+	lseek(d2, 777, SEEK_SET);
+	FILE *g = fdopen(d2, "rb");
+	check("fdopen+fread", 777, g ? (ssize_t)fread(buf, 1, 3 << 20, g) : -1, expect(777, 3 << 20), buf);
+	if (g)
+		fclose(g);
 	close(dup_fd);
 	close(fd);
 	free(buf);
