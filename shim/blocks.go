@@ -41,7 +41,8 @@ type blocks struct {
 	next  uint32              // words never taken begin here; guarded by mu
 	held  []int64             // blocks taken from the pool per tier; guarded by mu
 	reads map[seqID]*seqRead  // descriptors reading in order; guarded by mu
-	said  map[uint64]bool     // files named once for what cannot be kept
+	said  map[uint64]bool     // files named once for what cannot be kept; guarded by mu
+	full  []bool              // tiers said full; guarded by mu
 }
 
 // bigFile is an entered large file.
@@ -543,6 +544,10 @@ func (m *blocks) keep() {
 		for ; budget < budgetBlocks && m.pool.Take(t, blockSize); budget++ {
 			m.held[t]++
 			atomic.AddInt64(m.l.seg.budget(t), 1)
+		}
+		if budget == 0 && len(m.files) > 0 && !m.full[t] {
+			m.full[t] = true
+			m.l.log.Info().Msgf("tier %s is full: large files' blocks not in it yet are read from their sources", ts.Path)
 		}
 		setU64(&m.l.seg.s.leader.big_blocks[t], uint64(reserved))
 	}
