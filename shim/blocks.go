@@ -131,7 +131,8 @@ func newBlocks(l *Leader, pool *fetchpool.Pool, threshold int64) *blocks {
 	return m
 }
 
-// opened is told of an open of a dataset file from its original: a large
+// opened is told of an open from its original of a dataset file the plan
+// knows is large (follow.go; the reactive policy enters its own): a large
 // file not entered yet is looked at (looker), once until it changes.
 func (m *blocks) opened(path string) {
 	if _, seen := m.seen.LoadOrStore(path, struct{}{}); seen {
@@ -201,6 +202,7 @@ func (m *blocks) enter(path string, st *unix.Stat_t) {
 	m.l.seg.blockMake(free, bentry{key: key, size: uint64(st.Size), dev: st.Dev, ino: st.Ino,
 		nblocks: uint32(n), words: words, ntiers: uint32(len(m.l.tiers)), tiers: tiers})
 	m.files[key], m.slots[free] = f, f
+	m.budgets() // its first reads find room
 	addU64(&m.l.seg.s.leader.big_files, 1)
 	m.l.log.Info().Msgf("%s (%s) is tiered in blocks of %s", path, FormatSize(st.Size), FormatSize(blockSize))
 }
@@ -525,32 +527,12 @@ func (m *blocks) keeper() {
 	}
 }
 
-// keep tops each tier's budget up to budgetBlocks as the pool has room,
-// gives the pool back the blocks no reservation or budget holds any more
-// (freed files), and releases freed slots past their grace.
+// keep tops each tier's budget up (budgets), and releases freed slots
+// past their grace.
 func (m *blocks) keep() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for t, ts := range m.l.tiers {
-		if ts.lock == nil || ts.tree == nil {
-			continue
-		}
-		budget := atomic.LoadInt64(m.l.seg.budget(t))
-		reserved := m.reservedIn(t)
-		if extra := m.held[t] - reserved - budget; extra > 0 {
-			m.pool.Release(t, extra*blockSize)
-			m.held[t] -= extra
-		}
-		for ; budget < budgetBlocks && m.pool.Take(t, blockSize); budget++ {
-			m.held[t]++
-			atomic.AddInt64(m.l.seg.budget(t), 1)
-		}
-		if budget == 0 && len(m.files) > 0 && !m.full[t] {
-			m.full[t] = true
-			m.l.log.Info().Msgf("tier %s is full: large files' blocks not in it yet are read from their sources", ts.Path)
-		}
-		setU64(&m.l.seg.s.leader.big_blocks[t], uint64(reserved))
-	}
+	m.budgets()
 	now := time.Now()
 	kept := m.gone[:0]
 	for _, g := range m.gone {
@@ -561,6 +543,40 @@ func (m *blocks) keep() {
 		m.free = append(m.free, g.words)
 	}
 	m.gone = kept
+}
+
+// budgets tops each tier's budget up to budgetBlocks as the pool has
+// room while there are large files (none, and the room is the whole
+// files' again), and gives the pool back the blocks no reservation or
+// budget holds any more (freed files).
+//
+// Preconditions: m.mu is held.
+func (m *blocks) budgets() {
+	for t, ts := range m.l.tiers {
+		if ts.lock == nil || ts.tree == nil {
+			continue
+		}
+		if len(m.files) == 0 {
+			// No reader reserves a block of no file: the budget is
+			// all the pool's to take back.
+			atomic.StoreInt64(m.l.seg.budget(t), 0) // released below: held, not reserved
+		}
+		budget := atomic.LoadInt64(m.l.seg.budget(t))
+		reserved := m.reservedIn(t)
+		if extra := m.held[t] - reserved - budget; extra > 0 {
+			m.pool.Release(t, extra*blockSize)
+			m.held[t] -= extra
+		}
+		for ; len(m.files) > 0 && budget < budgetBlocks && m.pool.Take(t, blockSize); budget++ {
+			m.held[t]++
+			atomic.AddInt64(m.l.seg.budget(t), 1)
+		}
+		if budget == 0 && len(m.files) > 0 && !m.full[t] {
+			m.full[t] = true
+			m.l.log.Info().Msgf("tier %s is full: large files' blocks not in it yet are read from their sources", ts.Path)
+		}
+		setU64(&m.l.seg.s.leader.big_blocks[t], uint64(reserved))
+	}
 }
 
 // reservedIn counts the blocks reserved in tier t.

@@ -503,8 +503,6 @@ func (l *Leader) handle(ev Event) bool {
 	case ev.Kind == EvOpen:
 		if ev.Tier >= 0 {
 			l.queueRevalidate(ev)
-		} else if m := l.big.Load(); m != nil && !ev.Truncated {
-			m.opened(ev.Path)
 		}
 		if l.clair != nil {
 			l.clair.onOpen(ev)

@@ -147,8 +147,9 @@ func (r *reactive) fetch(path string) {
 	if err := tiering.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
-	if r.l.big.Load().large(st.Size) {
-		return // tiered in blocks as it is read (blocks.go)
+	if m := r.l.big.Load(); m.large(st.Size) {
+		m.enter(path, &st) // tiered in blocks as it is read (blocks.go)
+		return
 	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
