@@ -114,7 +114,7 @@ const (
 func newBlocks(l *Leader, pool *fetchpool.Pool, threshold int64) *blocks {
 	m := &blocks{l: l, pool: pool, threshold: threshold, seen: xsync.NewMapOf[string, struct{}](),
 		look: make(chan string, backlog), ahead: make(chan blockCopy, backlog),
-		files: map[uint64]*bigFile{}, slots: map[int]*bigFile{}, held: make([]int64, len(l.tiers)),
+		files: map[uint64]*bigFile{}, slots: map[int]*bigFile{}, held: make([]int64, len(l.tiers)), full: make([]bool, len(l.tiers)),
 		reads: map[seqID]*seqRead{}, said: map[uint64]bool{}}
 	for _, t := range l.tiers {
 		if t.lock != nil && t.tree != nil {

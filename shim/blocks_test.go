@@ -11,6 +11,7 @@ import (
 
 	"github.com/augur-hpc/augur/tiering"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // A large file opened from its original is entered in the block table
@@ -102,6 +103,34 @@ func TestBlocksEnterCopyAheadAndForget(t *testing.T) {
 	m.mu.Unlock()
 	if b := atomic.LoadInt64(seg.budget(0)); held != 0 || b != 0 {
 		t.Errorf("blocks taken from the tier after the change: %d, budget %d; want 0, 0 (no large file is left)", held, b)
+	}
+}
+
+// A tier with no room for a block still takes large files in: their
+// readers get no budget, read the original, and the leader says once
+// that the tier is full.
+func TestBlocksFullTier(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "big.bin")
+	must(t, os.WriteFile(src, make([]byte, 3*blockSize), 0o644))
+	tier := tiering.Tier{Path: t.TempDir(), Capacity: blockSize / 2, Threads: 1}
+	seg := testSegment(t, "unit-blocks-full")
+	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, BlockAbove: 8 << 20}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	defer l.Close()
+	m := l.big.Load()
+	var st unix.Stat_t
+	must(t, unix.Stat(src, &st))
+	m.enter(src, &st)
+	m.keep()
+	m.mu.Lock()
+	full, files := m.full[0], len(m.files)
+	m.mu.Unlock()
+	if files != 1 || !full || atomic.LoadInt64(seg.budget(0)) != 0 {
+		t.Errorf("files %d, tier said full %v, budget %d; want 1, true, 0", files, full, atomic.LoadInt64(seg.budget(0)))
 	}
 }
 

@@ -215,10 +215,16 @@ func (r *reactive) copyNow(path string) {
 		return
 	}
 	size, large := src.Stat.Size, r.tooLarge(src.Stat.Size)
+	if m := r.l.big.Load(); m.large(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path)
+		m.enter(path, &src.Stat) // tiered in blocks as it is read (blocks.go)
+		return
+	}
 	if large || tiering.Lookup(r.l.open, path, &src.Stat) >= 0 {
 		src.File.Close()
 		r.l.seg.clearCopying(path) // read from the original, or there already
-		if large && !r.l.big.Load().large(size) {
+		if large {
 			r.pool.Fetch(path, size)
 		}
 		return
