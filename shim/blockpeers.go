@@ -135,10 +135,12 @@ func pageSpan(at, n int64) uint64 {
 }
 
 // FillBlock implements peers.Blocks: it copies from the shared filesystem
-// the pages of the block of [off, off+n) that no tier holds (waiting for
-// a copy of it under way instead), entering source as st first if it is
-// not entered, and opens the range as Block does. At most blockWorkers
-// such copies are made at once.
+// the pages of [off, off+n) that no tier holds (waiting for a copy of the
+// block under way instead), entering source as st first if it is not
+// entered, and opens the range as Block does. At most blockWorkers such
+// copies are made at once. Only the range: the asker's own reader read
+// the rest of the block itself, or will ask for it, and this node's
+// readers may never read it.
 func (m *blocks) FillBlock(ctx context.Context, source string, st *unix.Stat_t, off, n int64) *os.File {
 	f := m.enteredAs(source, st)
 	if f == nil {
@@ -152,7 +154,8 @@ func (m *blocks) FillBlock(ctx context.Context, source string, st *unix.Stat_t, 
 	case <-m.l.stop:
 		return nil
 	}
-	if !m.fill(ctx, f, off>>blockShift) {
+	b := off >> blockShift
+	if !m.fill(ctx, f, b, pageSpan(off-b*blockSize, n)) {
 		return nil
 	}
 	m.mu.Lock()
@@ -183,11 +186,11 @@ func (m *blocks) enteredAs(source string, st *unix.Stat_t) *bigFile {
 	return f
 }
 
-// fill copies the pages of block b of f that no tier holds from the
-// shared filesystem, within ctx, unless a copy of the block is under way,
-// whose end it waits for; it reports false if the tiers have no room for
-// the block or f went meanwhile.
-func (m *blocks) fill(ctx context.Context, f *bigFile, b int64) bool {
+// fill copies the pages of need, of block b of f, that no tier holds from
+// the shared filesystem, within ctx, unless a copy of the block is under
+// way, whose end it waits for; it reports false if the tiers have no room
+// for the block or f went meanwhile.
+func (m *blocks) fill(ctx context.Context, f *bigFile, b int64, need uint64) bool {
 	for {
 		m.mu.Lock()
 		if m.files[f.key] != f {
@@ -203,7 +206,7 @@ func (m *blocks) fill(ctx context.Context, f *bigFile, b int64) bool {
 			}
 			continue
 		}
-		pages := m.absent(f, b)
+		pages := m.absent(f, b) & need
 		if pages == 0 {
 			m.mu.Unlock()
 			return true

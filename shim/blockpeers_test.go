@@ -16,10 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// What a node serves its peers of a large file: a block it has not
-// entered is entered as the file the server found and copied from the
-// shared filesystem into the tier (FillBlock), its pages marked present,
-// and opened; a range it holds is opened (Block) with the identity it
+// What a node serves its peers of a large file: a range of a block of a
+// file it has not entered is entered as the file the server found and
+// copied from the shared filesystem into the tier (FillBlock), its pages
+// marked present, and opened; a range it holds is opened (Block) with the identity it
 // was entered as, one it does not hold is not; a file of another version
 // is not filled, and a tier without room fills nothing.
 func TestBlocksForPeers(t *testing.T) {
@@ -71,6 +71,16 @@ func TestBlocksForPeers(t *testing.T) {
 	}
 	if f, _, entered := m.Block(src, blockSize, pageSize); f != nil || !entered {
 		t.Errorf("Block of a range not held: %v, entered %v; want nil, entered", f, entered)
+	}
+	// A range is filled, not its whole block: the asker read the rest,
+	// or will ask for it.
+	if f := m.FillBlock(ctx, src, nil, blockSize+2*pageSize+5, 2*pageSize); f == nil {
+		t.Error("FillBlock of pages 2 to 4 of block 1: nothing")
+	} else {
+		f.Close()
+	}
+	if w := atomic.LoadUint64(seg.pageWord(slot, 0, 1)); w != 0b11100 {
+		t.Errorf("block 1's pages %b after a fill of pages 2 to 4; want 11100", w)
 	}
 	if n := seg.s.leader.big_ahead; n != 0 {
 		t.Errorf("a copy for a peer counted as %d blocks copied ahead", n)
