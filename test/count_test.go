@@ -1,6 +1,8 @@
 package test
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +41,39 @@ func TestBytesOfDescriptorsNeverClosed(t *testing.T) {
 		t.Errorf("augur stat counts %d bytes read from the originals; want %d (1,300,000 before exit, 3 MiB at _exit: "+
 			"of a.bin's 64 KiB and b.bin's 3 MiB + 5, what reached a megabyte on one descriptor)",
 			st.OriginalBytes, want)
+	}
+}
+
+// TestStatNamesFilesNotCached requires augur stat to name a file augur
+// cannot cache, or can cache only in part, with why: a whole file larger
+// than the tier, and a large file, tiered in blocks, three times the
+// tier.
+func TestStatNamesFilesNotCached(t *testing.T) {
+	for _, tc := range []struct{ name, above, why string }{
+		{"whole", "64MiB", "24.0 MiB, larger than every tier"},
+		{"blocks", "8MiB", "cached in part: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCase(t)
+			c.Set("AUGUR_POLICY=reactive")
+			c.Set("AUGUR_TIERS=" + c.RAM + ":8MiB")
+			c.Set("AUGUR_BLOCK_ABOVE=" + tc.above)
+			c.Set("AUGUR_BIN=" + Augur)
+			c.Set("STATS=" + filepath.Join(c.Dir, "stats.json"))
+			p := c.Write("cls/big.bin", randomBytes(24<<20))
+			// Read it until augur stat names it (a minute at most).
+			const script = `for i in $(seq 600); do
+    cat "$1" >/dev/null || exit 1
+    "$AUGUR_BIN" stat --json --job "$AUGUR_JOB" | grep -q '"not_cached"' && break
+    sleep 0.1
+done
+exec "$AUGUR_BIN" stat --json --job "$AUGUR_JOB" >"$STATS"`
+			c.AugurRun("--", "sh", "-c", script, "sh", p)
+			st := statsOfRun(t, c)
+			if len(st.Uncached) != 1 || st.Uncached[0].Path != p || !strings.HasPrefix(st.Uncached[0].Why, tc.why) {
+				t.Fatalf("augur stat names %+v; want %s: %s...", st.Uncached, p, tc.why)
+			}
+			t.Logf("not cached: %s: %s", st.Uncached[0].Path, st.Uncached[0].Why)
+		})
 	}
 }
