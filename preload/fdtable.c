@@ -99,7 +99,7 @@ AUGUR_HIDDEN int augur_fd_after_fork(void)
 	int hwm = __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED);
 	for (int fd = 0; fd < hwm; fd++)
 		if (augur_fdtab[fd].kind == FD_FILE)
-			augur_fdtab[fd].bytes = 0;
+			augur_fdtab[fd].bytes = augur_fdtab[fd].flushed = 0;
 	return hwm;
 }
 
@@ -117,17 +117,37 @@ AUGUR_HIDDEN int augur_fd_tier(int fd)
  * worker exits holding its files open. */
 #define FLUSH_BYTES (1ull << 20)
 
+/* fd_flush adds e's bytes not yet counted to the segment's counters, if
+ * they are at least least bytes; one thread of several wins the race. */
+static void fd_flush(struct fd_entry *e, uint64_t least)
+{
+	uint64_t b = __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
+	uint64_t f = __atomic_load_n(&e->flushed, __ATOMIC_RELAXED);
+	if (b - f >= least && b != f && augur_st.seg &&
+	    __atomic_compare_exchange_n(&e->flushed, &f, b, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&augur_st.seg->counters.bytes[e->tier >= 0 ? e->tier : AUGUR_MAX_TIERS], b - f,
+				   __ATOMIC_RELAXED);
+}
+
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 {
 	if (n <= 0 || fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE)
 		return;
 	struct fd_entry *e = &augur_fdtab[fd];
-	uint64_t b = __atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED);
-	uint64_t f = __atomic_load_n(&e->flushed, __ATOMIC_RELAXED);
-	if (b - f >= FLUSH_BYTES && augur_st.seg &&
-	    __atomic_compare_exchange_n(&e->flushed, &f, b, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		__atomic_fetch_add(&augur_st.seg->counters.bytes[e->tier >= 0 ? e->tier : AUGUR_MAX_TIERS], b - f,
-				   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED);
+	fd_flush(e, FLUSH_BYTES);
+}
+
+/* fd_flush_at_exit adds, when the process exits, the bytes its open
+ * descriptors read since their last flush: a program that exits holding
+ * its files (a DataLoader worker's h5py handles) is counted whole. One
+ * that leaves by _exit is counted to within FLUSH_BYTES a descriptor. */
+__attribute__((destructor)) static void fd_flush_at_exit(void)
+{
+	int hwm = __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED);
+	for (int fd = 0; fd < hwm && augur_st.seg; fd++)
+		if (augur_fdtab[fd].kind == FD_FILE)
+			fd_flush(&augur_fdtab[fd], 0);
 }
 
 /* fd_forget clears an entry (and its directory slot and path) without

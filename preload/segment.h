@@ -200,6 +200,11 @@ struct augur_leader {
 	uint64_t big_ahead_bytes;
 	uint64_t big_ahead_hits;  /* of them, blocks a reader read from the tier */
 	uint64_t big_blocks[AUGUR_MAX_TIERS]; /* blocks reserved in tier i now */
+	/* Files augur cannot cache, each named once with why: JSON, as
+	 * streams above. */
+	uint64_t uncached_gen;
+	uint64_t uncached_len;
+	uint64_t uncached[512];
 };
 
 /*

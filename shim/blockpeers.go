@@ -213,7 +213,7 @@ func (m *blocks) fill(ctx context.Context, f *bigFile, b int64, need uint64) boo
 		}
 		t := m.reserve(f, b)
 		if t < 0 {
-			m.sayOnce(f.key, f.path, "the tiers have no room for more of its blocks")
+			m.l.notCached(f.path, "cached in part: the tiers have no room for more of its blocks (blocks are not evicted)")
 			m.mu.Unlock()
 			return false
 		}

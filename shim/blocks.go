@@ -44,7 +44,6 @@ type blocks struct {
 	next  uint32              // words never taken begin here; guarded by mu
 	held  []int64             // blocks taken from the pool per tier; guarded by mu
 	reads map[seqID]*seqRead  // descriptors reading in order; guarded by mu
-	said  map[uint64]bool     // files named once for what cannot be kept; guarded by mu
 	full  []bool              // tiers said full; guarded by mu
 }
 
@@ -125,7 +124,7 @@ func newBlocks(l *Leader, pool *fetchpool.Pool, threshold int64) *blocks {
 	m := &blocks{l: l, pool: pool, threshold: threshold, seen: xsync.NewMapOf[string, struct{}](),
 		look: make(chan string, backlog), ahead: make(chan blockCopy, backlog), fills: make(chan struct{}, blockWorkers),
 		files: map[uint64]*bigFile{}, slots: map[int]*bigFile{}, held: make([]int64, len(l.tiers)), full: make([]bool, len(l.tiers)),
-		reads: map[seqID]*seqRead{}, said: map[uint64]bool{}}
+		reads: map[seqID]*seqRead{}}
 	for _, t := range l.tiers {
 		if t.lock != nil && t.tree != nil {
 			t.tree.ClearBlocks() // a job's blocks are its own: the last job's are unknown here
@@ -204,7 +203,7 @@ func (m *blocks) enter(path string, st *unix.Stat_t) {
 		if ok {
 			m.free = append(m.free, span{words, uint32(entryWords(int(n), len(m.l.tiers)))})
 		}
-		m.sayOnce(key, path, "the block table has no room for it; it is read from its source")
+		m.l.notCached(path, "the block table has no room for it: it is read from its source")
 		return
 	}
 	f := &bigFile{path: path, key: key, slot: free, st: *st, nblocks: n, copying: map[int64]bool{},
@@ -215,16 +214,6 @@ func (m *blocks) enter(path string, st *unix.Stat_t) {
 	m.budgets() // its first reads find room
 	addU64(&m.l.seg.s.leader.big_files, 1)
 	m.l.log.Info().Msgf("%s (%s) is tiered in blocks of %s", path, FormatSize(st.Size), FormatSize(blockSize))
-}
-
-// sayOnce says once, for the file of key, why it is not cached.
-//
-// Preconditions: m.mu is held.
-func (m *blocks) sayOnce(key uint64, path, why string) {
-	if !m.said[key] {
-		m.said[key] = true
-		m.l.log.Info().Msgf("%s: %s", path, why)
-	}
 }
 
 // reusable says whether freed slot i has rested long enough.
@@ -380,7 +369,7 @@ func (m *blocks) stream(ev Event) {
 		}
 		t := m.reserve(f, b)
 		if t < 0 {
-			m.sayOnce(f.key, f.path, "the tiers have no room for more of its blocks")
+			m.l.notCached(f.path, "cached in part: the tiers have no room for more of its blocks (blocks are not evicted)")
 			return
 		}
 		f.copying[b] = true
@@ -623,6 +612,23 @@ func (m *blocks) budgets() {
 		}
 		setU64(&m.l.seg.s.leader.big_blocks[t], uint64(reserved))
 	}
+	if m.allFull() {
+		for _, f := range m.files {
+			m.l.notCached(f.path, "cached in part: the tiers are full (blocks are not evicted); its other blocks are read from its source")
+		}
+	}
+}
+
+// allFull says whether every tier in use was found full.
+//
+// Preconditions: m.mu is held.
+func (m *blocks) allFull() bool {
+	for t, ts := range m.l.tiers {
+		if ts.lock != nil && ts.tree != nil && !m.full[t] {
+			return false
+		}
+	}
+	return true
 }
 
 // reservedIn counts the blocks reserved in tier t.

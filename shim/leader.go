@@ -55,8 +55,11 @@ type Leader struct {
 	// fullOnce says once that the identity table refused a copy
 	// (refused).
 	fullOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	// uncached names the files augur could not cache (notCached).
+	uncachedMu sync.Mutex
+	uncached   []Uncached
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // tierState is the leader's view of one tier.

@@ -154,6 +154,10 @@ func (r *reactive) fetch(path string) {
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
 	}
+	if r.l.largerThanTiers(st.Size) {
+		r.l.notCached(path, FormatSize(st.Size)+", larger than every tier")
+		return
+	}
 	// A file too large to wait for is read from the original meanwhile:
 	// its next openers should not wait for its copy either.
 	if r.pool.Fetch(path, st.Size) && !r.tooLarge(st.Size) {
@@ -219,6 +223,12 @@ func (r *reactive) copyNow(path string) {
 		src.File.Close()
 		r.l.seg.clearCopying(path)
 		m.enter(path, &src.Stat) // tiered in blocks as it is read (blocks.go)
+		return
+	}
+	if r.l.largerThanTiers(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path)
+		r.l.notCached(path, FormatSize(size)+", larger than every tier")
 		return
 	}
 	if large || tiering.Lookup(r.l.open, path, &src.Stat) >= 0 {

@@ -93,6 +93,7 @@ type Stats struct {
 	BigStreams    uint64        `json:"large_streams"`        // descriptors found reading in order
 	BigAhead      uint64        `json:"large_blocks_ahead"`   // blocks copied ahead of them
 	BigAheadBytes uint64        `json:"large_bytes_ahead"`
+	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
 
 	// Blocks of large files (ranges of them) from and to peers, in all
 	// (Peers has them per peer); PeerFilesIn and the like count whole
@@ -196,6 +197,7 @@ func (s *Segment) Stats() Stats {
 		}
 	}
 	st.Streams = s.streams()
+	readJSON(&l.uncached_gen, &l.uncached_len, l.uncached[:], &st.Uncached)
 	st.BigFiles, st.BigTeed, st.BigMisses = u64(&l.big_files), u64(&c.block_teed), u64(&c.block_misses)
 	st.BigStreams, st.BigAhead, st.BigAheadBytes = u64(&l.big_streams), u64(&l.big_ahead), u64(&l.big_ahead_bytes)
 	var ps PeerStats

@@ -120,6 +120,9 @@ func printStats(w io.Writer, st shim.Stats) {
 		fmt.Fprintf(w, "  read in order: %d descriptors, %d blocks (%s) copied ahead of them\n",
 			st.BigStreams, st.BigAhead, shim.FormatSize(int64(st.BigAheadBytes)))
 	}
+	for _, u := range st.Uncached {
+		fmt.Fprintf(w, "not cached: %s: %s\n", u.Path, u.Why)
+	}
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
 		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
 	fmt.Fprintf(w, "copies invalidated %d   compared with their source at open %d\n", st.Invalidated, st.Revalidated)
