@@ -323,6 +323,19 @@ func (p *Pool) Fits(tier int, size int64) bool {
 	return !p.closed && tier >= 0 && tier < len(p.slots) && p.slots[tier].usableLocked(size)
 }
 
+// Take counts bytes of tier's capacity as used, for copies the caller
+// makes itself (a large file's blocks), if they fit; Release gives them
+// back.
+func (p *Pool) Take(tier int, bytes int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || tier < 0 || tier >= len(p.slots) || !p.slots[tier].usableLocked(bytes) {
+		return false
+	}
+	p.slots[tier].used += bytes
+	return true
+}
+
 // Release gives back bytes of a tier whose copy the caller removed (a
 // staged file dropped after use).
 func (p *Pool) Release(tier int, bytes int64) {

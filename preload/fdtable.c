@@ -25,6 +25,7 @@ struct fd_entry augur_fdtab[FD_MAX];
  * move to a copy published later, and of each write descriptor (owned
  * here; freed when it moves or closes). */
 char *augur_fdpath[FD_MAX];
+struct augur_fd_big augur_fdbig[FD_MAX];
 int augur_fd_hwm; /* highest fd ever tracked + 1 */
 
 static struct {
@@ -98,7 +99,7 @@ AUGUR_HIDDEN int augur_fd_after_fork(void)
 	int hwm = __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED);
 	for (int fd = 0; fd < hwm; fd++)
 		if (augur_fdtab[fd].kind == FD_FILE)
-			augur_fdtab[fd].bytes = 0;
+			augur_fdtab[fd].bytes = augur_fdtab[fd].flushed = 0;
 	return hwm;
 }
 
@@ -111,10 +112,42 @@ AUGUR_HIDDEN int augur_fd_tier(int fd)
 	return augur_fdtab[fd].tier;
 }
 
+/* FLUSH_BYTES is how much a descriptor reads before its bytes are added
+ * to the segment's counters, rather than at its close: a DataLoader
+ * worker exits holding its files open. */
+#define FLUSH_BYTES (1ull << 20)
+
+/* fd_flush adds e's bytes not yet counted to the segment's counters, if
+ * they are at least least bytes; one thread of several wins the race. */
+static void fd_flush(struct fd_entry *e, uint64_t least)
+{
+	uint64_t b = __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
+	uint64_t f = __atomic_load_n(&e->flushed, __ATOMIC_RELAXED);
+	if (b - f >= least && b != f && augur_st.seg &&
+	    __atomic_compare_exchange_n(&e->flushed, &f, b, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&augur_st.seg->counters.bytes[e->tier >= 0 ? e->tier : AUGUR_MAX_TIERS], b - f,
+				   __ATOMIC_RELAXED);
+}
+
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 {
-	if (n > 0 && fd >= 0 && fd < FD_MAX && augur_fdtab[fd].kind == FD_FILE)
-		__atomic_fetch_add(&augur_fdtab[fd].bytes, (uint64_t)n, __ATOMIC_RELAXED);
+	if (n <= 0 || fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE)
+		return;
+	struct fd_entry *e = &augur_fdtab[fd];
+	__atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED);
+	fd_flush(e, FLUSH_BYTES);
+}
+
+/* fd_flush_at_exit adds, when the process exits, the bytes its open
+ * descriptors read since their last flush: a program that exits holding
+ * its files (a DataLoader worker's h5py handles) is counted whole. One
+ * that leaves by _exit is counted to within FLUSH_BYTES a descriptor. */
+__attribute__((destructor)) static void fd_flush_at_exit(void)
+{
+	int hwm = __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED);
+	for (int fd = 0; fd < hwm && augur_st.seg; fd++)
+		if (augur_fdtab[fd].kind == FD_FILE)
+			fd_flush(&augur_fdtab[fd], 0);
 }
 
 /* fd_forget clears an entry (and its directory slot and path) without
@@ -157,7 +190,7 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 		return;
 	AUGUR_ERRNO_SAVE;
 	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
-	__atomic_fetch_add(&augur_st.seg->counters.bytes[slot], e.bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&augur_st.seg->counters.bytes[slot], e.bytes - e.flushed, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&augur_st.seg->leader.want_closes, __ATOMIC_RELAXED))
 		augur_emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "", 0);
 	AUGUR_ERRNO_RESTORE;
@@ -188,13 +221,20 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	}
 }
 
-/* augur_fd_before_read lets a descriptor of an original move to a copy
- * published since it last looked. One load and compare otherwise. A
- * descriptor that tees makes its file's copy: there is none to move to. */
+/* augur_fd_before_read lets a descriptor of an original find its large
+ * file's blocks, entered since it last looked, or move to a copy
+ * published since. Two loads and compares otherwise. A descriptor that
+ * tees makes its file's copy, and a large file has none: there is none
+ * to move to. */
 AUGUR_HIDDEN void augur_fd_before_read(int fd)
 {
-	if (fd >= 0 && fd < FD_MAX && augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].tier < 0 &&
-	    !augur_fdtab[fd].slot && augur_fdtab[fd].gen != augur_publish_gen())
+	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier >= 0)
+		return;
+	struct fd_entry *e = &augur_fdtab[fd];
+	struct augur_segment *seg = augur_st.seg;
+	if (seg && e->bgen != (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE))
+		augur_big_look(fd, __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE));
+	if (!e->slot && !e->big && e->gen != augur_publish_gen())
 		augur_migrate(fd);
 }
 

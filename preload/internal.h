@@ -222,6 +222,7 @@ AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path);
 AUGUR_HIDDEN void augur_name_gone(int dirfd, const char *path, int content);
 AUGUR_HIDDEN void augur_dir_gone(int dirfd, const char *path);
 AUGUR_HIDDEN void augur_invalidate_tree(const char *abs);
+AUGUR_HIDDEN void augur_remove_copies(const char *abs, const char *in);
 
 /* The identity of a copy's source, which the publisher records on the
  * copy as the extended attribute AUGUR_IDENT_XATTR (tiering.IdentXattr):
@@ -267,11 +268,27 @@ struct fd_entry {
 	 * ends (0: not known), while its hold's gen is end_gen (augur_fd_at_end). */
 	uint64_t end;
 	uint32_t end_gen;
+	/* FD_FILE from its original: its large file's entry + 1 (struct
+	 * augur_bfile; 0: none), found when the blocks' gen was bgen (its
+	 * low bits): the read wrappers look again when it moves. */
+	uint16_t big;
+	uint16_t bgen;
+	uint64_t flushed; /* FD_FILE: of bytes, those counted in the segment (augur_fd_account) */
 };
 AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
 /* The path of each descriptor served from the original, or written
  * (FD_WRITE); owned by the table, freed when the entry goes. */
 AUGUR_HIDDEN extern char *augur_fdpath[FD_MAX];
+
+/* A descriptor of a large file served from its blocks (blocks.c): its
+ * entry's key, and where its last read ended and how many in a row
+ * began where the one before ended (a stream). */
+struct augur_fd_big {
+	uint64_t key;
+	uint64_t next;
+	uint32_t seqs;
+};
+AUGUR_HIDDEN extern struct augur_fd_big augur_fdbig[FD_MAX];
 
 static inline int augur_fd_tracked(int fd)
 {
@@ -320,6 +337,9 @@ AUGUR_HIDDEN int augur_wait_pending(const char *abs);
 AUGUR_HIDDEN int augur_request_copy(const char *abs);
 AUGUR_HIDDEN void augur_await_publishers(const char *abs);
 AUGUR_HIDDEN void augur_await_all_publishers(void);
+/* augur_futex_wait sleeps while *w is v, at most ns (a futex shared
+ * between processes). */
+AUGUR_HIDDEN void augur_futex_wait(uint32_t *w, uint32_t v, uint64_t ns);
 
 /* augur_owned_fd says whether fd is of kind (S_IFREG, S_IFDIR), this
  * user's, and not writable by group or others (serve.c). */
@@ -351,6 +371,25 @@ AUGUR_HIDDEN int augur_tee_path(pid_t pid, uint64_t n, char *out, size_t cap);
 /* augur_tee_pool_path writes the path of the pool's file in slot k
  * (struct augur_leader.tee_pool). */
 AUGUR_HIDDEN int augur_tee_pool_path(int k, char *out, size_t cap);
+
+/* blocks.c: large files, served range by range from their blocks.
+ * augur_big_look marks fd, open on the original abs, as one served from
+ * its large file's blocks when the leader tiers that very file (device,
+ * inode, size) in blocks; the read wrappers then read through
+ * augur_big_readv (off -1: at the descriptor's offset). augur_big_map is
+ * the descriptor of a blocks file holding every page of [off, off+len),
+ * to map in the original's stead, or -1. augur_big_invalidate takes the
+ * blocks of abs out of service, before a change of the file. */
+AUGUR_HIDDEN void augur_big_look(int fd, const char *abs);
+AUGUR_HIDDEN ssize_t augur_big_readv(int fd, const struct iovec *iov, int cnt, off_t off);
+AUGUR_HIDDEN ssize_t augur_big_read(int fd, void *buf, size_t count, off_t off);
+AUGUR_HIDDEN ssize_t augur_big_copy(int in, off64_t *inoff, int out, off64_t *outoff, size_t count);
+AUGUR_HIDDEN int augur_big_map(int fd, off_t off, size_t len);
+AUGUR_HIDDEN void augur_big_invalidate(const char *abs);
+AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap);
+/* augur_trusted says whether the tier file open as fd, in tier t, may be
+ * served for abs (serve.c); it closes fd when not. */
+AUGUR_HIDDEN int augur_trusted(int fd, int t, const char *abs);
 
 /* tee.c: a first read that makes the copy. */
 AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);

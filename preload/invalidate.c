@@ -36,11 +36,23 @@ static int copy_ident(const char *tp, struct augur_src_ident *id)
  * lead the removal out of the tier. */
 AUGUR_HIDDEN void augur_invalidate_abs(const char *abs)
 {
+	augur_bump_gen(abs);
+	augur_remove_copies(abs, "files");
+	augur_big_invalidate(abs);
+	augur_await_publishers(abs);
+	if (augur_st.seg)
+		augur_emit(AUGUR_EV_INVALIDATE, -1, -1, 0, abs, 0);
+}
+
+/* augur_remove_copies removes abs's copies under each tier's directory
+ * dir ("files": whole copies; "blocks": blocks files), with their
+ * entries in the identity table. */
+AUGUR_HIDDEN void augur_remove_copies(const char *abs, const char *in)
+{
 	char tp[PATH_MAX];
 	struct augur_src_ident id;
-	augur_bump_gen(abs);
 	for (int t = 0; t < augur_st.ntiers; t++) {
-		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0 || !REAL(unlinkat))
+		if (augur_tier_path_in(t, in, abs, tp, sizeof(tp)) < 0 || !REAL(unlinkat))
 			continue;
 		/* Asked by path first, a read: most tiers hold no copy, and
 		 * that answer costs one call rather than three. A copy
@@ -61,9 +73,6 @@ AUGUR_HIDDEN void augur_invalidate_abs(const char *abs)
 		}
 		augur_real.close(dir);
 	}
-	augur_await_publishers(abs);
-	if (augur_st.seg)
-		augur_emit(AUGUR_EV_INVALIDATE, -1, -1, 0, abs, 0);
 }
 
 AUGUR_HIDDEN void augur_invalidate_path(int dirfd, const char *path)
@@ -134,10 +143,11 @@ static void move_aside(int t, const char *rel, const char *abs)
 }
 
 /* tree_rel writes the directory of tier copies of the files under abs:
- * files/<each component of abs with an '@'> (tiering.CopyPath). */
-static int tree_rel(const char *abs, char *out, size_t cap)
+ * <in>/<each component of abs with an '@'> (tiering.CopyPath), in is
+ * "files" or "blocks". */
+static int tree_rel(const char *in, const char *abs, char *out, size_t cap)
 {
-	size_t n = (size_t)snprintf(out, cap, "files");
+	size_t n = (size_t)snprintf(out, cap, "%s", in);
 	for (const char *s = abs; *s;) {
 		while (*s == '/')
 			s++;
@@ -153,7 +163,7 @@ static int tree_rel(const char *abs, char *out, size_t cap)
 		s += len;
 	}
 	out[n] = 0;
-	return n > 5 ? 0 : -1; /* never files/ itself */
+	return n > strlen(in) ? 0 : -1; /* never files/ itself */
 }
 
 /*
@@ -167,14 +177,16 @@ static int tree_rel(const char *abs, char *out, size_t cap)
 AUGUR_HIDDEN void augur_invalidate_tree(const char *abs)
 {
 	struct augur_segment *seg = augur_st.seg;
-	char rel[PATH_MAX];
-	if (tree_rel(abs, rel, sizeof(rel)) < 0)
+	char rel[PATH_MAX], brel[PATH_MAX];
+	if (tree_rel("files", abs, rel, sizeof(rel)) < 0 || tree_rel("blocks", abs, brel, sizeof(brel)) < 0)
 		return;
 	if (seg)
 		__atomic_fetch_add(&seg->writes.ns_gen, 1, __ATOMIC_SEQ_CST);
 	for (int t = 0; t < augur_st.ntiers; t++)
-		if (augur_st.tiers[t][0])
+		if (augur_st.tiers[t][0]) {
 			move_aside(t, rel, abs);
+			move_aside(t, brel, abs);
+		}
 	augur_await_all_publishers();
 	if (seg) {
 		__atomic_fetch_add(&seg->counters.trees, 1, __ATOMIC_RELAXED);

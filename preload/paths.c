@@ -224,12 +224,20 @@ AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
  */
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
 {
-	size_t n = strlen(augur_st.tiers[t]);
-	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
+	return augur_tier_path_in(t, "files", abs, out, cap);
+}
+
+/* augur_tier_path_in is augur_tier_path under the tier's directory dir:
+ * "files" for whole copies, "blocks" for large files' blocks. */
+AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap)
+{
+	size_t n = strlen(augur_st.tiers[t]), d = strlen(dir);
+	if (n == 0 || n + d + 1 >= cap) /* a tier not in use, or too long a path */
 		return -1;
 	memcpy(out, augur_st.tiers[t], n);
-	memcpy(out + n, "/files", 6);
-	n += 6;
+	out[n++] = '/';
+	memcpy(out + n, dir, d);
+	n += d;
 	const char *s = abs;
 	while (*s) {
 		const char *e = strchr(s + 1, '/');

@@ -23,12 +23,17 @@
 
 /* The read family: the real call, then the byte count of a tracked fd,
  * and its bytes to the tee of one that tees (tee.c): TEE says
- * where they are, from the call's own arguments and its result n. */
-#define READ_WRAPPER(ret, fn, TEE, POS, fd, ...)                   \
+ * where they are, from the call's own arguments and its result n. A
+ * descriptor of a large file tiered in blocks reads through BIG
+ * (blocks.c), where the call's arguments are ones the kernel takes. */
+#define READ_WRAPPER(ret, fn, TEE, POS, BIG, fd, ...)              \
 	{                                                          \
 		if (!augur_fd_tracked(fd))                         \
 			return CALL_REAL(fn, -1, __VA_ARGS__);     \
 		augur_fd_before_read(fd);                          \
+		if (augur_fdtab[fd].big) {                         \
+			BIG;                                       \
+		}                                                  \
 		if (augur_fd_at_end(fd, (POS)))                    \
 			return 0;                                  \
 		uint64_t tee_ = augur_tee_enter(fd);               \
@@ -52,42 +57,65 @@ static void tee_buf(int fd, uint64_t token, off_t off, void *buf, ssize_t n)
 	augur_tee_leave(fd, token, off, &v, 1, n);
 }
 
+/* BIG clauses: the _chk variants' buffer check fails in the real call,
+ * a negative offset and preadv2's flags are the kernel's to answer. */
+#define BIG_BUF(off) return augur_big_read(fd, buf, count, (off))
+#define BIG_CHK(off)                                           \
+	if (count <= buflen && (off) != -2)                    \
+	return augur_big_read(fd, buf, count, (off))
+#define BIG_POS(off)                                           \
+	if ((off) >= 0)                                        \
+	return augur_big_read(fd, buf, count, (off))
+#define BIG_IOV(off)                                           \
+	if ((off) >= -1)                                       \
+	return augur_big_readv(fd, iov, cnt, (off))
+#define BIG_IOV2(off)                                          \
+	if ((off) >= -1 && !flags)                             \
+	return augur_big_readv(fd, iov, cnt, (off))
+
 AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)
-	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), -1, fd, fd, buf, count)
+	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), -1, BIG_BUF(-1), fd, fd, buf, count)
 
 AUGUR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
-	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), AT_END_NEVER, fd, fd, buf, count, buflen)
+	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), AT_END_NEVER, BIG_CHK(-1), fd, fd, buf, count, buflen)
 
 AUGUR_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
-	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), AT_END_POS(off), fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
-	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), AT_END_POS(off), fd, fd, buf, count, off)
+	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
 
 AUGUR_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
-	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), AT_END_NEVER, fd, fd, buf, count, off, buflen)
+	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), AT_END_NEVER, BIG_CHK(off >= 0 ? off : -2), fd, fd,
+		     buf, count, off, buflen)
 
 AUGUR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
-	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), AT_END_NEVER, fd, fd, iov, cnt)
+	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), AT_END_NEVER, BIG_IOV(-1), fd, fd, iov, cnt)
 
 AUGUR_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
 
 AUGUR_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
-	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off)
+	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
 
 /* preadv2's offset -1 is the descriptor's, as the tee's -1 is. */
 AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
 
 AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), AT_END_NEVER, fd, fd, iov, cnt, off, flags)
+	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
+
+/* sendfile of a large file's descriptor copies through augur_big_copy,
+ * where the offset is one the kernel takes. */
+#define BIG_SEND(off)                                          \
+	if (!(off) || *(off) >= 0)                             \
+	return augur_big_copy(in, (off64_t *)(off), out, NULL, count)
 
 AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
 AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, in, out, in, off, count)
+	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
 /*
  * copy_file_range fails with EXDEV between filesystems. A descriptor served
@@ -123,6 +151,9 @@ AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *o
 				     size_t len, unsigned int flags)
 {
 	augur_fd_before_read(in);
+	if (augur_fd_tracked(in) && augur_fdtab[in].big && !flags && (!inoff || *inoff >= 0) &&
+	    (!outoff || *outoff >= 0) && !(CALL_REAL(fcntl, -1, out, F_GETFL) & O_APPEND)) /* the kernel refuses that one */
+		return augur_big_copy(in, inoff, out, outoff, len);
 	uint64_t tee_ = augur_tee_enter(in);
 	ssize_t n = CALL_REAL(copy_file_range, -1, in, inoff, out, outoff, len, flags);
 	if (n < 0 && errno == EXDEV && augur_fd_tier(in) >= 0)
@@ -197,12 +228,31 @@ static void *map_tee(void *p, size_t len, int prot, int flags, int fd, off64_t o
 	return p;
 }
 
+/* map_blocks maps, for a mapping of a large file's descriptor that does
+ * not write the file (read-only or private) and that the caller does not
+ * place, its blocks file where it holds every page of the range; NULL
+ * where it does not (the original is mapped). */
+static void *map_blocks(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || !augur_fdtab[fd].big ||
+	    ((prot & PROT_WRITE) && (flags & MAP_SHARED)) || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) ||
+	    !augur_real.mmap64)
+		return NULL;
+	int e = errno;
+	int bfd = augur_big_map(fd, (off_t)off, len);
+	void *p = bfd >= 0 ? augur_real.mmap64(addr, len, prot, flags, bfd, off) : MAP_FAILED;
+	errno = e;
+	return p == MAP_FAILED ? NULL : p;
+}
+
 AUGUR_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_before_read(fd);
-	void *p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off)
-				  : raw_mmap(addr, len, prot, flags, fd, off);
+	void *p = map_blocks(addr, len, prot, flags, fd, off);
+	if (p)
+		return mapped(p, len, prot, flags, fd);
+	p = augur_real.mmap ? augur_real.mmap(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
 	return map_tee(mapped(p, len, prot, flags, fd), len, prot, flags, fd, off);
 }
 
@@ -210,8 +260,11 @@ AUGUR_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, o
 {
 	if (fd >= 0 && !(flags & MAP_ANONYMOUS))
 		augur_fd_before_read(fd);
-	void *p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
-				    : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
+	void *p = map_blocks(addr, len, prot, flags, fd, off);
+	if (p)
+		return mapped(p, len, prot, flags, fd);
+	p = augur_real.mmap64 ? augur_real.mmap64(addr, len, prot, flags, fd, off)
+			      : raw_mmap(addr, len, prot, flags, fd, (off_t)off);
 	return map_tee(mapped(p, len, prot, flags, fd), len, prot, flags, fd, off);
 }
 

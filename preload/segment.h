@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 20
+#define AUGUR_ABI_VERSION 21
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
@@ -33,6 +33,10 @@
 #define AUGUR_IDENT_BUCKETS (AUGUR_IDENT_BUCKETS0 * ((1u << AUGUR_IDENT_LEVELS) - 1))
 #define AUGUR_IDENT_WAYS 4
 #define AUGUR_IDENT_COUNTS 4096 /* power of two; struct augur_writes.ident_count */
+#define AUGUR_PAGE_SHIFT 16   /* a page, 64 KiB: a read's bytes become the copy a page at a time */
+#define AUGUR_BLOCK_SHIFT 22  /* a block, 4 MiB (64 pages): large files are tiered a block at a time */
+#define AUGUR_BFILES 4096     /* power of two; struct augur_bfile */
+#define AUGUR_BWORDS (1u << 21) /* struct augur_blocks.words */
 
 /* Event kinds. */
 enum {
@@ -51,6 +55,9 @@ enum {
 				  * bytes is the key of the copy's source path
 				  * (struct augur_hold, AUGUR_HOLD_STALE), path
 				  * the file's "<dev>:<ino>" */
+	AUGUR_EV_STREAM = 8,     /* a descriptor reads a large file in order:
+				  * bytes is where its reads have reached; the
+				  * leader copies the blocks ahead of it */
 };
 
 /* Event flags. */
@@ -100,6 +107,9 @@ struct augur_counters {
 	uint64_t held_opens;               /* opens served from the original: the file is open for writing */
 	uint64_t aliased;                  /* writes and removals, by another name, of files with copies */
 	uint64_t trees;                    /* directories renamed or removed: their copies out of service */
+	uint64_t block_bytes[AUGUR_MAX_TIERS]; /* bytes of large files read from tier i's blocks */
+	uint64_t block_teed;               /* pages a reader's read of the original made present */
+	uint64_t block_misses;             /* reads of large files that went to the original, in part or whole */
 };
 
 /* State published by the leader for `augur stat`. */
@@ -183,6 +193,18 @@ struct augur_leader {
 	 * back (EMPTY), so that its writes find their pages there. */
 	uint32_t tee_pool[AUGUR_TEE_POOL];
 	uint64_t tee_pooled; /* tees begun in a file of the pool */
+	/* Large files tiered in blocks (struct augur_blocks). */
+	uint64_t big_files;       /* entered */
+	uint64_t big_streams;     /* descriptors found reading in order */
+	uint64_t big_ahead;       /* blocks the leader copied ahead of them */
+	uint64_t big_ahead_bytes;
+	uint64_t big_ahead_hits;  /* of them, blocks a reader read from the tier */
+	uint64_t big_blocks[AUGUR_MAX_TIERS]; /* blocks reserved in tier i now */
+	/* Files augur cannot cache, each named once with why: JSON, as
+	 * streams above. */
+	uint64_t uncached_gen;
+	uint64_t uncached_len;
+	uint64_t uncached[512];
 };
 
 /*
@@ -379,6 +401,53 @@ struct augur_ring {
 	struct augur_event slots[AUGUR_RING_SLOTS];
 };
 
+/*
+ * Large files, tiered in blocks. A dataset file larger than the leader's
+ * threshold is never copied whole: each tier may hold some of its blocks
+ * in <tier>/blocks/<path, with '@' on each directory> (tiering.BlockPath),
+ * a sparse file of the source's size, and words[] says which pages each
+ * tier holds (tier t's block b: words[bf.words + t*nblocks + b], bit i:
+ * page i of the block; a block's last page may end at the file's size),
+ * and which blocks are reserved for it there (words[bf.words +
+ * ntiers*nblocks + t*rwords + b/64], bit b%64): room the leader took from
+ * the tier's capacity, and which blocks the leader is copying
+ * (words[bf.words + ntiers*(nblocks + rwords) + b/64]): a reader that
+ * needs a page of one waits for the copy (on wake, which the leader moves
+ * and wakes after each) rather than read the original too. A page is
+ * written, then its bit set (release); a
+ * reader that finds every page of a range set reads it from the blocks
+ * file (preload/blocks.c). Pages are taken away only with seq odd (a
+ * change of the file, an eviction), and a reader that saw seq move reads
+ * the original again. A reader of the original may make present the
+ * pages its read covers whole, in a block reserved for it or one it
+ * reserves from budget[t] (the tier's blocks the leader set aside).
+ * Entries are found by key, probing; only the leader makes them (key
+ * written last), and frees one as key AUGUR_BFILE_GONE.
+ */
+#define AUGUR_BFILE_GONE 1
+enum { AUGUR_BFILE_MAPPED = 1 }; /* flags: a mapping of a blocks file was made: no page is taken away */
+struct augur_bfile {
+	uint64_t key;      /* FNV-1a of the source path; 0 free, AUGUR_BFILE_GONE freed */
+	uint64_t size;     /* the source's, when it was entered */
+	uint64_t dev, ino; /* the source */
+	uint32_t nblocks;
+	uint32_t words;    /* its first word in struct augur_blocks.words */
+	uint32_t ntiers;
+	uint32_t tiers;    /* bit t: tier t has its blocks file */
+	uint32_t seq;      /* odd while pages are taken away */
+	uint32_t gen;      /* moves when its blocks files are made anew: processes reopen them */
+	uint32_t flags;
+	uint32_t wake;     /* moved, and woken, when a copy of one of its blocks ends */
+};
+
+struct augur_blocks {
+	uint64_t gen;                      /* moves when an entry is made: descriptors look again */
+	uint64_t threshold;                /* files above it are tiered in blocks (0: none is) */
+	int64_t budget[AUGUR_MAX_TIERS];   /* blocks a reader may reserve in tier i */
+	struct augur_bfile files[AUGUR_BFILES];
+	uint64_t words[AUGUR_BWORDS];
+};
+
 struct augur_segment {
 	uint32_t magic;
 	uint32_t version;
@@ -391,6 +460,7 @@ struct augur_segment {
 	struct augur_pending pending[AUGUR_PENDING_SLOTS];
 	struct augur_writes writes;
 	struct augur_ring ring;
+	struct augur_blocks blocks;
 	struct augur_ident ident[AUGUR_IDENT_BUCKETS][AUGUR_IDENT_WAYS];
 };
 

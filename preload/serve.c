@@ -61,6 +61,11 @@ static int trusted_copy(int fd, int t, const char *abs)
 	return 0;
 }
 
+AUGUR_HIDDEN int augur_trusted(int fd, int t, const char *abs)
+{
+	return augur_st.sealed[t] || trusted_copy(fd, t, abs);
+}
+
 /* fresh_copy compares the copy open on fd with its source, for
  * revalidate = 0: a copy whose source has another size or mtime (a writer
  * outside the job) is closed and dropped, and the original serves. */
@@ -94,7 +99,7 @@ static int open_copy(const char *abs, int flags, int *tier)
 		 * without it. */
 		if (fd < 0 && errno == EINVAL && (tflags & O_DIRECT))
 			fd = CALL_REAL(openat, -1, AT_FDCWD, tp, tflags & ~O_DIRECT, 0);
-		if (fd >= 0 && (augur_st.sealed[t] || trusted_copy(fd, t, abs))) {
+		if (fd >= 0 && augur_trusted(fd, t, abs)) {
 			if (augur_st.every_open && !fresh_copy(fd, abs))
 				return -1; /* every tier's copy was as stale, and is gone */
 			*tier = t;

@@ -55,6 +55,47 @@ static FILE *fopen_write(int large, const char *path, const char *mode)
 	return f;
 }
 
+/*
+ * A stream of a large file tiered in blocks (blocks.c) reads through the
+ * read wrapper: glibc's own stdio reads the descriptor through calls of
+ * its own that no preload sees. It is a stream of fopencookie's whose
+ * functions are the descriptor's read, lseek and close, with the
+ * descriptor as its fileno, so that fstat(fileno(f)) and the like see
+ * the file.
+ */
+static ssize_t big_read(void *c, char *buf, size_t size)
+{
+	return read((int)(intptr_t)c, buf, size);
+}
+
+static int big_seek(void *c, off64_t *pos, int whence)
+{
+	off64_t r = lseek64((int)(intptr_t)c, *pos, whence);
+	if (r < 0)
+		return -1;
+	*pos = r;
+	return 0;
+}
+
+static int big_close(void *c)
+{
+	return close((int)(intptr_t)c);
+}
+
+/* stream is fdopen of fd, a dataset file opened read-only: a stream of
+ * its blocks for a large file, glibc's own otherwise. */
+static FILE *stream(int fd, const char *mode)
+{
+	augur_fd_before_read(fd); /* finds a large file's blocks */
+	if (!augur_fd_tracked(fd) || !augur_fdtab[fd].big)
+		return CALL_REAL(fdopen, NULL, fd, mode);
+	cookie_io_functions_t io = {.read = big_read, .seek = big_seek, .close = big_close};
+	FILE *f = fopencookie((void *)(intptr_t)fd, mode, io);
+	if (f)
+		f->_fileno = fd;
+	return f;
+}
+
 static FILE *fopen_common(int large, const char *path, const char *mode)
 {
 	if (!augur_active() || !path)
@@ -67,7 +108,7 @@ static FILE *fopen_common(int large, const char *path, const char *mode)
 	int fd = augur_open(AT_FDCWD, path, flags, 0);
 	if (fd < 0)
 		return NULL;
-	FILE *f = CALL_REAL(fdopen, NULL, fd, mode);
+	FILE *f = stream(fd, mode);
 	if (!f) {
 		int e = errno;
 		close(fd);
@@ -130,26 +171,45 @@ AUGUR_EXPORT int closedir(DIR *d)
 	return CALL_REAL(closedir, -1, d);
 }
 
+/* fdopen of a large file's descriptor opened to read makes a stream of
+ * its blocks (numpy.fromfile reads a dup of a Python file's descriptor
+ * so). */
+AUGUR_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	if (augur_active() && fopen_flags(mode) >= 0 && augur_fd_tracked(fd))
+		return stream(fd, mode);
+	return CALL_REAL(fdopen, NULL, fd, mode);
+}
+
+/* account counts n bytes a stream read, unless its descriptor is a large
+ * file's, whose reads count themselves (the read wrapper). */
+static void account(FILE *f, ssize_t n)
+{
+	int fd = fileno_unlocked(f);
+	if (!augur_fd_tracked(fd) || !augur_fdtab[fd].big)
+		augur_fd_account(fd, n);
+}
+
 /* Stream reads: the real call, then the byte count. */
 
 AUGUR_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
 	size_t r = CALL_REAL(fread, 0, buf, size, n, f);
-	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	account(f, (ssize_t)(r * size));
 	return r;
 }
 
 AUGUR_EXPORT size_t (fread_unlocked)(void *buf, size_t size, size_t n, FILE *f)
 {
 	size_t r = CALL_REAL(fread_unlocked, 0, buf, size, n, f);
-	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	account(f, (ssize_t)(r * size));
 	return r;
 }
 
 AUGUR_EXPORT size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *f)
 {
 	size_t r = CALL_REAL(fread_chk, 0, buf, buflen, size, n, f);
-	augur_fd_account(fileno_unlocked(f), (ssize_t)(r * size));
+	account(f, (ssize_t)(r * size));
 	return r;
 }
 
@@ -157,20 +217,20 @@ AUGUR_EXPORT char *fgets(char *s, int size, FILE *f)
 {
 	char *r = CALL_REAL(fgets, NULL, s, size, f);
 	if (r)
-		augur_fd_account(fileno_unlocked(f), (ssize_t)strlen(r));
+		account(f, (ssize_t)strlen(r));
 	return r;
 }
 
 AUGUR_EXPORT ssize_t getline(char **line, size_t *cap, FILE *f)
 {
 	ssize_t r = CALL_REAL(getline, -1, line, cap, f);
-	augur_fd_account(fileno_unlocked(f), r);
+	account(f, r);
 	return r;
 }
 
 AUGUR_EXPORT ssize_t getdelim(char **line, size_t *cap, int delim, FILE *f)
 {
 	ssize_t r = CALL_REAL(getdelim, -1, line, cap, delim, f);
-	augur_fd_account(fileno_unlocked(f), r);
+	account(f, r);
 	return r;
 }

@@ -15,10 +15,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-/* futex_wait sleeps while *w is v, at most ns; futex_wake wakes every
+/* augur_futex_wait sleeps while *w is v, at most ns; futex_wake wakes every
  * process sleeping on w. The segment is shared between processes: not
  * FUTEX_PRIVATE. */
-static void futex_wait(uint32_t *w, uint32_t v, uint64_t ns)
+AUGUR_HIDDEN void augur_futex_wait(uint32_t *w, uint32_t v, uint64_t ns)
 {
 	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
 	syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
@@ -59,7 +59,7 @@ static void await_slot(struct augur_segment *seg, struct augur_pending *p, uint6
 		if (now >= deadline || !leader_runs(seg))
 			return;
 		uint64_t nap = deadline - now;
-		futex_wait(&p->state, s, nap < 100000000u ? nap : 100000000u);
+		augur_futex_wait(&p->state, s, nap < 100000000u ? nap : 100000000u);
 	}
 }
 
@@ -155,7 +155,7 @@ static void await_count(uint32_t *publishing, uint32_t *waiting)
 		uint32_t n = __atomic_load_n(publishing, __ATOMIC_SEQ_CST);
 		if (!n || augur_now_ns() >= deadline || !leader_runs(augur_st.seg))
 			break;
-		futex_wait(publishing, n, 10 * 1000 * 1000);
+		augur_futex_wait(publishing, n, 10 * 1000 * 1000);
 	}
 	__atomic_fetch_sub(waiting, 1, __ATOMIC_SEQ_CST);
 }

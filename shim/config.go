@@ -35,7 +35,10 @@ type Config struct {
 	// WaitMax is the largest file whose first reader waits for its copy
 	// under the reactive policy (0: none waits; see reactive).
 	WaitMax int64
-	Access  placement.Access
+	// BlockAbove is the size above which a dataset file is tiered in
+	// blocks (blocks.go) rather than copied whole (0: none is).
+	BlockAbove int64
+	Access     placement.Access
 	// Peers is the job's membership across nodes (package peers); a job
 	// of one node has none.
 	Peers peers.Config
@@ -84,9 +87,15 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
+// DefaultBlockAbove is the size above which a file is tiered in blocks:
+// two blocks, and the reactive policy's wait_max, below which a file is
+// copied whole at its first read.
+const DefaultBlockAbove = 8 << 20
+
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
 	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, WaitMax: placement.DefaultWaitMax,
+		BlockAbove: DefaultBlockAbove,
 		Access: placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
 			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}, Peers: peers.Defaults()}
 	if path := os.Getenv("AUGUR_CONFIG"); path != "" {

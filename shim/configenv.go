@@ -56,6 +56,13 @@ func (c *Config) applyEnv() error {
 		}
 		c.WaitMax = n
 	}
+	if v := os.Getenv("AUGUR_BLOCK_ABOVE"); v != "" {
+		n, err := ParseSize(v)
+		if err != nil {
+			return fmt.Errorf("AUGUR_BLOCK_ABOVE: %w", err)
+		}
+		c.BlockAbove = n
+	}
 	if v := os.Getenv("AUGUR_LOG"); v != "" {
 		level, file, _ := strings.Cut(v, ":")
 		if !validLevel(level) {

@@ -23,6 +23,9 @@ type fileConfig struct {
 	Reactive   struct {
 		WaitMax string `toml:"wait_max"`
 	} `toml:"reactive"`
+	Blocks struct {
+		Above string `toml:"above"`
+	} `toml:"blocks"`
 	Dataset struct {
 		Roots  []string `toml:"roots"`
 		Layout string   `toml:"layout"`
@@ -86,6 +89,11 @@ func (c *Config) readFile(path string) error {
 	if fc.Reactive.WaitMax != "" {
 		if c.WaitMax, err = ParseSize(fc.Reactive.WaitMax); err != nil {
 			return fail("reactive", 0, "wait_max", "wait_max: "+err.Error())
+		}
+	}
+	if fc.Blocks.Above != "" {
+		if c.BlockAbove, err = ParseSize(fc.Blocks.Above); err != nil {
+			return fail("blocks", 0, "above", "above: "+err.Error())
 		}
 	}
 	c.Roots = fc.Dataset.Roots

@@ -57,8 +57,8 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 		}
 		return false, false // staged for an earlier read, and dropped after it: wait, then stage it again
 	}
-	if c.where[f] >= 0 || c.pending[f] || size < 0 {
-		return false, true
+	if c.where[f] >= 0 || c.pending[f] || size < 0 || c.l.big.Load().large(size) {
+		return false, true // a large file is tiered in blocks as it is read (blocks.go)
 	}
 	path := c.cat.Path(f)
 	if t := int(c.place.Tier[f]); t >= 0 && (c.pool.FetchTo(path, size, t) || (c.evict(t, size) && c.pool.FetchTo(path, size, t))) {

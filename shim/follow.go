@@ -22,6 +22,9 @@ func (c *clairvoyant) onOpen(ev Event) {
 		c.react.onOpen(ev)
 		return
 	}
+	if m := c.l.big.Load(); ev.Tier < 0 && !ev.Truncated && m.large(c.sizes[f]) {
+		m.opened(ev.Path) // tiered in blocks as it is read (blocks.go)
+	}
 	st := c.stream(ev)
 	cur, locked := c.follow(st, f)
 	hopeless := false

@@ -49,11 +49,17 @@ type Leader struct {
 	plans    chan planned   // the clairvoyant plan in the making, until run adopts it
 	early    []Event        // opens and closes seen while planning, for the plan
 	peers    *peering       // nil: a job of one node, or this node could not join the others
+	// big is the leader's half of large files tiered in blocks, once a
+	// policy that copies has started (nil: none, or static).
+	big atomic.Pointer[blocks]
 	// fullOnce says once that the identity table refused a copy
 	// (refused).
 	fullOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	// uncached names the files augur could not cache (notCached).
+	uncachedMu sync.Mutex
+	uncached   []Uncached
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // tierState is the leader's view of one tier.
@@ -167,6 +173,7 @@ func (l *Leader) adopt(p planned) {
 	} else {
 		tiers, _, used := l.poolTiers()
 		p.c.start(l.newPool(tiers, used, p.c.done))
+		l.startBlocks(p.c.pool)
 		l.clair = p.c
 		l.peers.setHolder(p.c.holderOf, p.c.awaitHeld)
 	}
@@ -465,12 +472,22 @@ func (l *Leader) handle(ev Event) bool {
 		l.react.onUnteed(ev)
 	case ev.Kind == EvInvalidate && ev.Tree:
 		l.changed(tidyWork{tree: ev.Path})
+		if m := l.big.Load(); m != nil {
+			m.changed(ev.Path, true)
+		}
 		return true
+	case ev.Kind == EvStream:
+		if m := l.big.Load(); m != nil {
+			m.stream(ev)
+		}
 	case ev.Kind == EvStale:
 		if f, ok := parseStale(ev); ok {
 			l.changed(tidyWork{stale: f})
 		}
 	case ev.Kind == EvInvalidate: // fetch the new content on its next read
+		if m := l.big.Load(); m != nil {
+			m.changed(ev.Path, false)
+		}
 		switch {
 		case l.clair != nil:
 			l.clair.invalidated(ev.Path)
@@ -549,7 +566,15 @@ func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpoo
 // it makes one on demand.
 func (l *Leader) startReactive() {
 	l.react = newReactive(l)
+	l.startBlocks(l.react.pool)
 	l.peers.setHolder(l.owner, l.react.fetchOwned)
+}
+
+// startBlocks tiers large files in blocks, counted in pool's tiers.
+func (l *Leader) startBlocks(pool *fetchpool.Pool) {
+	if l.cfg.BlockAbove > 0 && l.writesATier() {
+		l.big.Store(newBlocks(l, pool, l.cfg.BlockAbove))
+	}
 }
 
 // owner is the reactive policy's holder of a file: a hash of its path

@@ -147,8 +147,16 @@ func (r *reactive) fetch(path string) {
 	if err := tiering.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
+	if m := r.l.big.Load(); m.large(st.Size) {
+		m.enter(path, &st) // tiered in blocks as it is read (blocks.go)
+		return
+	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
 		return // placed already (opened before the tiers were ready)
+	}
+	if r.l.largerThanTiers(st.Size) {
+		r.l.notCached(path, FormatSize(st.Size)+", larger than every tier")
+		return
 	}
 	// A file too large to wait for is read from the original meanwhile:
 	// its next openers should not wait for its copy either.
@@ -211,6 +219,18 @@ func (r *reactive) copyNow(path string) {
 		return
 	}
 	size, large := src.Stat.Size, r.tooLarge(src.Stat.Size)
+	if m := r.l.big.Load(); m.large(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path)
+		m.enter(path, &src.Stat) // tiered in blocks as it is read (blocks.go)
+		return
+	}
+	if r.l.largerThanTiers(size) {
+		src.File.Close()
+		r.l.seg.clearCopying(path)
+		r.l.notCached(path, FormatSize(size)+", larger than every tier")
+		return
+	}
 	if large || tiering.Lookup(r.l.open, path, &src.Stat) >= 0 {
 		src.File.Close()
 		r.l.seg.clearCopying(path) // read from the original, or there already

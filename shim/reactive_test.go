@@ -14,12 +14,14 @@ import (
 // no, and readers are told to stop asking (wait_max 0): nothing is
 // evicted under the reactive policy, and every later request would cost
 // the shared filesystem an open and the reader a wait for nothing. A copy
-// that fits is made while there is room.
+// that fits is made while there is room. A file larger than every tier
+// is named (augur stat) and stops no one.
 func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 	root := t.TempDir()
-	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
+	small, big, huge := filepath.Join(root, "small"), filepath.Join(root, "big"), filepath.Join(root, "huge")
 	must(t, os.WriteFile(small, make([]byte, 1000), 0o644))
-	must(t, os.WriteFile(big, make([]byte, 5000), 0o644))
+	must(t, os.WriteFile(big, make([]byte, 3500), 0o644))
+	must(t, os.WriteFile(huge, make([]byte, 5000), 0o644))
 	l, seg, tier := leadReactive(t, "unit-reactive-full", root, 4096)
 	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
 		t.Fatalf("wait_max %d published, want %d", got, 1<<20)
@@ -34,6 +36,13 @@ func TestReactiveStopsWaitingWhenTheTiersAreFull(t *testing.T) {
 	}
 	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
 		t.Fatalf("wait_max %d after a copy that fit, want %d", got, 1<<20)
+	}
+	l.request(Event{Kind: EvRequest, Path: huge})
+	if u := seg.Stats().Uncached; len(u) != 1 || u[0].Path != huge {
+		t.Errorf("augur stat names %+v as not cached, want %s", u, huge)
+	}
+	if got := u64(&seg.s.leader.wait_max); got != 1<<20 {
+		t.Fatalf("wait_max %d after a file larger than every tier, want %d", got, 1<<20)
 	}
 	l.request(Event{Kind: EvRequest, Path: big})
 	if cp, _ := tiering.CopyPath(tier.Path, big); exists(cp) {

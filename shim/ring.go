@@ -19,6 +19,7 @@ const (
 	EvTeed       = C.AUGUR_EV_TEED
 	EvUnteed     = C.AUGUR_EV_UNTEED
 	EvStale      = C.AUGUR_EV_STALE
+	EvStream     = C.AUGUR_EV_STREAM
 )
 
 // Event is one access reported by the data plane.

@@ -16,12 +16,14 @@ import (
 
 // TierStats is one tier's line in augur stat.
 type TierStats struct {
-	Path     string `json:"path"`
-	Capacity uint64 `json:"capacity"`
-	Used     uint64 `json:"used"`
-	Files    uint64 `json:"files"`
-	Hits     uint64 `json:"hits"`
-	Bytes    uint64 `json:"bytes_read"`
+	Path       string `json:"path"`
+	Capacity   uint64 `json:"capacity"`
+	Used       uint64 `json:"used"`
+	Files      uint64 `json:"files"`
+	Hits       uint64 `json:"hits"`
+	Bytes      uint64 `json:"bytes_read"`
+	Blocks     uint64 `json:"blocks"`           // large files' blocks it holds
+	BlockBytes uint64 `json:"block_bytes_read"` // bytes read from them
 }
 
 // Stats is a snapshot of a job's counters.
@@ -84,7 +86,14 @@ type Stats struct {
 	PeerErrors    uint64        `json:"peer_errors"`
 	Tiers         []TierStats   `json:"tiers"`
 	Streams       []StreamStats `json:"streams,omitempty"`
-	Peers         *PeerStats    `json:"peers,omitempty"` // nil: a job of one node
+	Peers         *PeerStats    `json:"peers,omitempty"`      // nil: a job of one node
+	BigFiles      uint64        `json:"large_files"`          // tiered in blocks
+	BigTeed       uint64        `json:"large_pages_read_in"`  // pages readers' reads of the originals made present
+	BigMisses     uint64        `json:"large_reads_original"` // reads of large files that went to the original, in part or whole
+	BigStreams    uint64        `json:"large_streams"`        // descriptors found reading in order
+	BigAhead      uint64        `json:"large_blocks_ahead"`   // blocks copied ahead of them
+	BigAheadBytes uint64        `json:"large_bytes_ahead"`
+	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
 }
 
 // StreamStats is what the clairvoyant policy found one stream (a rank,
@@ -180,6 +189,9 @@ func (s *Segment) Stats() Stats {
 		}
 	}
 	st.Streams = s.streams()
+	readJSON(&l.uncached_gen, &l.uncached_len, l.uncached[:], &st.Uncached)
+	st.BigFiles, st.BigTeed, st.BigMisses = u64(&l.big_files), u64(&c.block_teed), u64(&c.block_misses)
+	st.BigStreams, st.BigAhead, st.BigAheadBytes = u64(&l.big_streams), u64(&l.big_ahead), u64(&l.big_ahead_bytes)
 	var ps PeerStats
 	if readJSON(&l.peers_gen, &l.peers_len, l.peers[:], &ps) {
 		st.Peers = &ps
@@ -190,12 +202,14 @@ func (s *Segment) Stats() Stats {
 			break
 		}
 		st.Tiers = append(st.Tiers, TierStats{
-			Path:     path,
-			Capacity: u64(&l.tier_capacity[i]),
-			Used:     u64(&l.tier_used[i]),
-			Files:    u64(&l.tier_files[i]),
-			Hits:     u64(&c.hits[i]),
-			Bytes:    u64(&c.bytes[i]),
+			Path:       path,
+			Capacity:   u64(&l.tier_capacity[i]),
+			Used:       u64(&l.tier_used[i]),
+			Files:      u64(&l.tier_files[i]),
+			Hits:       u64(&c.hits[i]),
+			Bytes:      u64(&c.bytes[i]),
+			Blocks:     u64(&l.big_blocks[i]),
+			BlockBytes: u64(&c.block_bytes[i]),
 		})
 	}
 	return st

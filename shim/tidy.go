@@ -192,6 +192,9 @@ func (l *Leader) clearMarks(marks map[uint64]*staleMark) {
 	}
 	if len(remove) > 0 {
 		l.removeStale(remove)
+		if m := l.big.Load(); m != nil {
+			m.dropStale(remove)
+		}
 	}
 	for key, m := range marks {
 		m.removed = true

@@ -323,12 +323,18 @@ func lastRun(lr *largeResult, config string) *run {
 }
 
 // augurStatLine is what augur stat said of a run: its opens, those a tier
-// served, the copies made, and the bytes read from the originals.
+// served, the copies made, the bytes read from the originals and from
+// large files' blocks, and the blocks copied ahead of readers in order.
 func augurStatLine(r *run) string {
 	var st shim.Stats
 	if len(r.AugurStat) == 0 || json.Unmarshal(r.AugurStat, &st) != nil {
 		return "-"
 	}
-	return fmt.Sprintf("opens %d, from the tier %d, copies %d (%s), originals read %s", st.Opens, st.Opens-st.Misses,
-		st.Copies, shim.FormatSize(int64(st.CopyBytes)), shim.FormatSize(int64(st.OriginalBytes)))
+	var blocks uint64
+	for _, t := range st.Tiers {
+		blocks += t.BlockBytes
+	}
+	return fmt.Sprintf("opens %d, from the tier %d, copies %d (%s), originals read %s, blocks read %s, ahead %s",
+		st.Opens, st.Opens-st.Misses, st.Copies, shim.FormatSize(int64(st.CopyBytes)),
+		shim.FormatSize(int64(st.OriginalBytes)), shim.FormatSize(int64(blocks)), shim.FormatSize(int64(st.BigAheadBytes)))
 }

@@ -110,6 +110,19 @@ func printStats(w io.Writer, st shim.Stats) {
 		printStreams(w, st.Streams)
 	}
 	printPeers(w, st)
+	if st.BigFiles > 0 {
+		var blocks, bytes uint64
+		for _, t := range st.Tiers {
+			blocks, bytes = blocks+t.Blocks, bytes+t.BlockBytes
+		}
+		fmt.Fprintf(w, "large files %d in blocks: %d blocks held, %s read from them; pages made present by readers %d; reads from the originals %d\n",
+			st.BigFiles, blocks, shim.FormatSize(int64(bytes)), st.BigTeed, st.BigMisses)
+		fmt.Fprintf(w, "  read in order: %d descriptors, %d blocks (%s) copied ahead of them\n",
+			st.BigStreams, st.BigAhead, shim.FormatSize(int64(st.BigAheadBytes)))
+	}
+	for _, u := range st.Uncached {
+		fmt.Fprintf(w, "not cached: %s: %s\n", u.Path, u.Why)
+	}
 	fmt.Fprintf(w, "write opens %d   writers now %d   opens of files being written %d   copies not made for them %d\n",
 		st.WriteOpens, st.Writers, st.HeldOpens, st.CopiesHeld)
 	fmt.Fprintf(w, "copies invalidated %d   compared with their source at open %d\n", st.Invalidated, st.Revalidated)

@@ -1,0 +1,51 @@
+package test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLargeFileEveryReadCall reads a large file, tiered in blocks,
+// through every read call on its descriptor (test/c/bigread.c: read,
+// pread, pread64, readv, preadv, preadv2 at the offset, __read_chk,
+// __pread64_chk, a duplicate, mmap, sendfile; unaligned, across blocks,
+// past the end, a bad offset) three times in one job of each policy that
+// copies, with a tier that holds the file and one that holds a third of
+// it, and requires every byte and result to be the kernel's: the first
+// pass reads the original and keeps its pages, the later ones read them
+// from the tier.
+func TestLargeFileEveryReadCall(t *testing.T) {
+	dir := t.TempDir()
+	prog := compileTestC(t, dir, "bigread", "-O2", "-D_FORTIFY_SOURCE=2")
+	for _, policy := range []string{"reactive", "clairvoyant"} {
+		for _, tier := range []string{"64MiB", "8MiB"} {
+			t.Run(policy+"/tier-"+tier, func(t *testing.T) {
+				c := NewCase(t)
+				c.Set("AUGUR_POLICY=" + policy)
+				c.Set("AUGUR_LAYOUT=flat")
+				c.Set("AUGUR_TIERS=" + c.RAM + ":" + tier)
+				p := c.Write("cls/big.bin", randomBytes(24<<20+54321))
+				stdout, stderr := c.AugurRun(statsAfter(c, []string{prog, p, "3"})...)
+				if strings.Count(stdout, " ok\n") != 3 {
+					t.Fatalf("bigread:\n%s\nstderr:\n%s", stdout, stderr)
+				}
+				st := statsOfRun(t, c)
+				t.Logf("large files %d, pages read in %d, bytes from blocks %d, reads of the original %d, blocks held %d",
+					st.BigFiles, st.BigTeed, st.Tiers[0].BlockBytes, st.BigMisses, st.Tiers[0].Blocks)
+				if st.BigFiles != 1 || st.BigTeed == 0 || st.Tiers[0].BlockBytes == 0 {
+					t.Errorf("the file was not tiered in blocks: %d large files, %d pages read in, %d bytes from blocks",
+						st.BigFiles, st.BigTeed, st.Tiers[0].BlockBytes)
+				}
+				if held := int64(st.Tiers[0].Blocks) << 22; tier == "8MiB" && held > 8<<20 {
+					t.Errorf("%d bytes of blocks held in a tier of 8 MiB", held)
+				}
+				bp := filepath.Join(c.RAM, "blocks")
+				if _, err := os.Stat(bp); err != nil {
+					t.Errorf("no blocks in the tier: %v", err)
+				}
+			})
+		}
+	}
+}
