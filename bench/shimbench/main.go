@@ -85,7 +85,11 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 		w.pair("(a) pread 4 KiB, threaded", 0.03, rounds,
 			[]string{"pread", w.small, "200000", "mt"}, []string{"pread", w.small, "200000", "mt"}),
 		w.pair("(b) dataset files from the RAM tier", 0.05, rounds,
-			[]string{"files", w.copyList, "20", "mt"}, []string{"files", w.dataList, "20", "mt"}),
+			[]string{"files", w.big.copies, "20", "mt"}, []string{"files", w.big.data, "20", "mt"}),
+		w.pair("(b) 4 KiB dataset files from the RAM tier", 0.10, rounds,
+			[]string{"files", w.small4k.copies, "20", "mt"}, []string{"files", w.small4k.data, "20", "mt"}),
+		w.pair("(b) 4 KiB dataset files, not in a tier", 0.05, rounds,
+			[]string{"files", w.missed.data, "20", "mt"}, []string{"files", w.missed.data, "20", "mt"}),
 		w.startup(rounds),
 	}
 	fmt.Printf("%-46s %14s %14s %8s %8s\n", "measurement", "without", "with shim", "ratio", "target")
@@ -96,16 +100,16 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 		}
 		fmt.Printf("%-46s %11.0f ns %11.0f ns %8.3f %8s\n", r.Name, r.Without, r.With, r.Ratio, target)
 	}
-	fmt.Printf("(%d alternating rounds, medians; %d files of %d KiB in (b); %s)\n",
-		rounds, nFiles, fileSize>>10, runtime.Version())
+	fmt.Printf("(%d alternating rounds, medians; %d files of %d KiB, and %d of 4 KiB each way, in (b); %s)\n",
+		rounds, nFiles, fileSize>>10, nSmall, runtime.Version())
 	if instr {
 		ir, err := w.instructions()
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\n%-46s %14s %14s %8s\n", "instructions per call, calling thread", "without", "with shim", "added")
+		fmt.Printf("\n%-46s %14s %14s %8s\n", "per operation (instructions: calling thread)", "without", "with shim", "added")
 		for _, r := range ir {
-			fmt.Printf("%-46s %14.0f %14.0f %8.0f\n", r.Name, r.Without, r.With, r.With-r.Without)
+			fmt.Printf("%-46s %14.1f %14.1f %8.1f\n", r.Name, r.Without, r.With, r.With-r.Without)
 		}
 		fmt.Println("(callgrind; the difference of two runs of n and 2n calls, so start-up cancels out)")
 		results = append(results, ir...)
@@ -120,7 +124,12 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 const (
 	nFiles   = 256
 	fileSize = 128 << 10
+	nSmall   = 1024 // files of 4 KiB: the rate of opens the serving path must keep up with
 )
+
+// fileSet is a dataset's files, listed by path (data) and by their
+// copies' paths in the RAM tier (copies, "" when not published).
+type fileSet struct{ data, copies string }
 
 // world is the scratch setup: a dataset on disk, its copies in a RAM
 // tier, a small non-dataset file, and this process as the job's leader
@@ -128,7 +137,7 @@ const (
 type world struct {
 	dir, ram, micro, lib string
 	small                string
-	dataList, copyList   string
+	big, small4k, missed fileSet
 	env                  []string
 	leader               *shim.Leader
 	seg                  *shim.Segment
@@ -150,8 +159,20 @@ func newWorld(lib string) (*world, error) {
 	}
 	w.small = filepath.Join(dir, "small")
 	os.WriteFile(w.small, make([]byte, 4096), 0o644)
-	if err := w.makeDataset(); err != nil {
+	tier, err := tiering.Open(tiering.Tier{Path: w.ram, Capacity: 1 << 30})
+	if err != nil {
 		return nil, err
+	}
+	defer tier.Close()
+	for _, m := range []struct {
+		set     *fileSet
+		name    string
+		n, size int
+		publish bool
+	}{{&w.big, "big", nFiles, fileSize, true}, {&w.small4k, "small", nSmall, 4096, true}, {&w.missed, "missed", nSmall, 4096, false}} {
+		if *m.set, err = w.makeFiles(tier, m.name, m.n, m.size, m.publish); err != nil {
+			return nil, err
+		}
 	}
 	job := "shimbench-" + strconv.Itoa(os.Getpid())
 	w.env = append(os.Environ(), "AUGUR_DATASET="+filepath.Join(dir, "ds"),
@@ -171,33 +192,34 @@ func newWorld(lib string) (*world, error) {
 	return w, err
 }
 
-// makeDataset writes the files, publishes each into the RAM tier, and
-// lists both the dataset paths and the copy paths.
-func (w *world) makeDataset() error {
-	tier, err := tiering.Open(tiering.Tier{Path: w.ram, Capacity: 1 << 30})
-	if err != nil {
-		return err
-	}
-	defer tier.Close()
+// makeFiles writes n files of size bytes under the dataset's directory
+// name, publishes each into the RAM tier if publish, and lists both the
+// dataset paths and the copy paths.
+func (w *world) makeFiles(tier *tiering.Tree, name string, n, size int, publish bool) (fileSet, error) {
 	var data, copies []string
-	buf := make([]byte, fileSize)
-	for i := 0; i < nFiles; i++ {
-		p := filepath.Join(w.dir, "ds", fmt.Sprintf("c%d", i%8), fmt.Sprintf("f%04d.bin", i))
+	buf := make([]byte, size)
+	for i := 0; i < n; i++ {
+		p := filepath.Join(w.dir, "ds", name, fmt.Sprintf("c%d", i%8), fmt.Sprintf("f%04d.bin", i))
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		rand.Read(buf)
 		if err := os.WriteFile(p, buf, 0o644); err != nil {
-			return err
+			return fileSet{}, err
 		}
-		if _, err := tier.Publish(p); err != nil {
-			return err
+		data = append(data, p)
+		if publish {
+			if _, err := tier.Publish(p); err != nil {
+				return fileSet{}, err
+			}
+			cp, _ := tiering.CopyPath(w.ram, p)
+			copies = append(copies, cp)
 		}
-		cp, _ := tiering.CopyPath(w.ram, p)
-		data, copies = append(data, p), append(copies, cp)
 	}
-	w.dataList = filepath.Join(w.dir, "data.list")
-	w.copyList = filepath.Join(w.dir, "copy.list")
-	os.WriteFile(w.dataList, []byte(strings.Join(data, "\n")+"\n"), 0o644)
-	return os.WriteFile(w.copyList, []byte(strings.Join(copies, "\n")+"\n"), 0o644)
+	set := fileSet{data: filepath.Join(w.dir, name+".data")}
+	if err := os.WriteFile(set.data, []byte(strings.Join(data, "\n")+"\n"), 0o644); err != nil || !publish {
+		return set, err
+	}
+	set.copies = filepath.Join(w.dir, name+".copies")
+	return set, os.WriteFile(set.copies, []byte(strings.Join(copies, "\n")+"\n"), 0o644)
 }
 
 func (w *world) close() {
@@ -276,51 +298,95 @@ func median(xs []float64) float64 {
 }
 
 // instructions counts, with callgrind, the instructions the calling
-// thread executes per call with and without the shim: unlike time, the
-// count does not depend on what else the machine does. The kernel's work
-// is not counted; the shim adds no system call on these paths.
+// thread executes per call with and without the shim, and with strace
+// the system calls: unlike time, the counts do not depend on what else
+// the machine does. The kernel's work in a call is not counted.
 func (w *world) instructions() ([]Result, error) {
 	var out []Result
 	for _, m := range []struct {
-		name, mode string
-		n          int
-	}{{"(a) open+read+close, non-dataset", "orc", 10000}, {"(a) pread 4 KiB", "pread", 100000}} {
-		var per [2]float64
+		name, mode    string
+		plain, served string // the path (or list) read without the shim, and with it
+		n, per        int    // calls (passes over a list) and operations each
+	}{
+		{"(a) open+read+close, non-dataset", "orc", w.small, w.small, 10000, 1},
+		{"(a) pread 4 KiB", "pread", w.small, w.small, 100000, 1},
+		{"(b) 4 KiB dataset file from the RAM tier", "files", w.small4k.copies, w.small4k.data, 4, nSmall},
+		{"(b) 4 KiB dataset file, not in a tier", "files", w.missed.data, w.missed.data, 4, nSmall},
+	} {
+		var per, calls [2]float64
 		for i, preload := range []bool{false, true} {
-			a, err := w.callgrind(preload, m.mode, m.n)
+			path := m.plain
+			if preload {
+				path = m.served
+			}
+			a, err := w.callgrind(preload, m.mode, path, m.n)
 			if err != nil {
 				return nil, err
 			}
-			b, err := w.callgrind(preload, m.mode, 2*m.n)
+			b, err := w.callgrind(preload, m.mode, path, 2*m.n)
 			if err != nil {
 				return nil, err
 			}
-			per[i] = float64(b-a) / float64(m.n)
+			per[i] = float64(b-a) / float64(m.n*m.per)
+			a, err = w.syscalls(preload, m.mode, path, m.n)
+			if err != nil {
+				return nil, err
+			}
+			b, err = w.syscalls(preload, m.mode, path, 2*m.n)
+			if err != nil {
+				return nil, err
+			}
+			calls[i] = float64(b-a) / float64(m.n*m.per)
 		}
-		out = append(out, Result{Name: m.name + " (instructions)", Without: per[0], With: per[1], Ratio: per[1] / per[0]})
+		out = append(out, Result{Name: m.name + " (instructions)", Without: per[0], With: per[1], Ratio: per[1] / per[0]},
+			Result{Name: m.name + " (system calls)", Without: calls[0], With: calls[1], Ratio: calls[1] / calls[0]})
 	}
 	return out, nil
+}
+
+// syscalls runs micro under strace and returns the system calls of all
+// its threads.
+func (w *world) syscalls(preload bool, mode, path string, n int) (int64, error) {
+	out := filepath.Join(w.dir, fmt.Sprintf("st-%v-%s-%s-%d", preload, mode, filepath.Base(path), n))
+	cmd := exec.Command("strace", "-f", "-c", "-o", out, w.micro, mode, path, strconv.Itoa(n), "mt")
+	cmd.Env = w.env
+	if preload {
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("strace (test/deps.sh installs it): %v\n%s", err, lastLine(string(msg)))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 5 && f[len(f)-1] == "total" {
+			return strconv.ParseInt(f[3], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no total", out)
 }
 
 // callgrind runs micro under valgrind and returns the instructions of its
 // main thread. Valgrind 3.19 now and then aborts on the Go runtime's
 // signals (an assertion in its own signal bookkeeping); such a run is
 // repeated, up to three times.
-func (w *world) callgrind(preload bool, mode string, n int) (int64, error) {
+func (w *world) callgrind(preload bool, mode, path string, n int) (int64, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		var v int64
-		if v, err = w.callgrindOnce(preload, mode, n); err == nil {
+		if v, err = w.callgrindOnce(preload, mode, path, n); err == nil {
 			return v, nil
 		}
 	}
 	return 0, err
 }
 
-func (w *world) callgrindOnce(preload bool, mode string, n int) (int64, error) {
-	out := filepath.Join(w.dir, fmt.Sprintf("cg-%v-%s-%d", preload, mode, n))
+func (w *world) callgrindOnce(preload bool, mode, path string, n int) (int64, error) {
+	out := filepath.Join(w.dir, fmt.Sprintf("cg-%v-%s-%s-%d", preload, mode, filepath.Base(path), n))
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--separate-threads=yes",
-		"--callgrind-out-file="+out, w.micro, mode, w.small, strconv.Itoa(n), "mt")
+		"--callgrind-out-file="+out, w.micro, mode, path, strconv.Itoa(n), "mt")
 	cmd.Env = w.env
 	if preload {
 		cmd.Env = append(cmd.Env, "LD_PRELOAD="+w.lib)
