@@ -34,6 +34,9 @@ type ClientConfig struct {
 	// included, plus a second for every MinRate bytes of the file.
 	Timeout time.Duration
 	MinRate int64 // bytes per second (default 1 MiB/s)
+	// BlockTimeout bounds a request for a block of a large file
+	// (default 5 s, waiting for a slot included: FetchBlock).
+	BlockTimeout time.Duration
 	// Backoff is how long a peer that failed is left alone (default
 	// 1 s); it doubles with every failure after the peer is tried again,
 	// up to MaxBackoff (default 1 min), and a success resets it.
@@ -54,6 +57,9 @@ func (c *ClientConfig) defaults() {
 	}
 	if c.MinRate <= 0 {
 		c.MinRate = 1 << 20
+	}
+	if c.BlockTimeout <= 0 {
+		c.BlockTimeout = defaultBlockTimeout
 	}
 	if c.Backoff <= 0 {
 		c.Backoff = time.Second
@@ -85,6 +91,7 @@ type Client struct {
 type peer struct {
 	slots                                chan struct{} // one token per request in flight
 	bytesIn, filesIn, errs, miss, forged atomic.Int64
+	blocksIn, blockBytesIn               atomic.Int64 // FetchBlock's
 
 	mu      sync.Mutex
 	addr    string        // "" while unknown; guarded by mu
@@ -185,14 +192,22 @@ func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.timeout(size))
 	defer cancel()
-	n, err := c.transfer(tctx, p, addr, query(source, size, mtime, ino, c.cfg.Node, node, time.Now()), size, dst)
+	n, err := c.transfer(tctx, p, addr, query(source, size, mtime, ino, c.cfg.Node, node, time.Now()), size, &fileWriter{f: dst})
+	if err == nil {
+		p.filesIn.Add(1)
+		p.bytesIn.Add(n)
+	}
+	return n, c.settleFetch(ctx, p, node, addr, source, err)
+}
+
+// settleFetch counts the outcome err of a request to node (at addr) for
+// source, made within ctx, and marks the peer down if it was its fault.
+func (c *Client) settleFetch(ctx context.Context, p *peer, node int, addr, source string, err error) error {
 	var werr *writeError
 	switch {
 	case err == nil:
-		p.filesIn.Add(1)
-		p.bytesIn.Add(n)
 		c.settle(p, true)
-		return n, nil
+		return nil
 	case errors.Is(err, ErrNotHeld):
 		p.miss.Add(1)
 	case errors.As(err, &werr) || ctx.Err() != nil:
@@ -207,7 +222,7 @@ func (c *Client) Fetch(ctx context.Context, node int, source string, size, mtime
 		p.errs.Add(1)
 		c.settle(p, false)
 	}
-	return n, fmt.Errorf("peer %d (%s): %s: %w", node, addr, source, err)
+	return fmt.Errorf("peer %d (%s): %s: %w", node, addr, source, err)
 }
 
 // timeout is how long a request for size bytes may take.
@@ -219,7 +234,7 @@ func (c *Client) timeout(size int64) time.Duration {
 // addr within ctx, holding one of its slots, and writes the bytes of its
 // answer into dst. The bytes are a copy only if it returns no error:
 // the tag after them is checked last.
-func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, size int64, dst *os.File) (int64, error) {
+func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, size int64, dst io.Writer) (int64, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -241,7 +256,7 @@ func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, siz
 		return 0, err
 	}
 	tag := answerTag(c.key, proof, http.StatusOK)
-	n, err := io.Copy(&fileWriter{f: dst}, io.TeeReader(io.LimitReader(resp.Body, size), tag))
+	n, err := io.Copy(dst, io.TeeReader(io.LimitReader(resp.Body, size), tag))
 	if err != nil {
 		return n, err
 	}
@@ -256,15 +271,26 @@ func (c *Client) transfer(ctx context.Context, p *peer, addr, target string, siz
 }
 
 // query is the request target for source, asked by node from of node to
-// at the time at, with a fresh nonce.
+// at the time at.
 func query(source string, size, mtime int64, ino uint64, from, to int, at time.Time) string {
+	return target(copyEndpoint, url.Values{}, source, size, mtime, ino, from, to, at)
+}
+
+// target is the request target at endpoint for source with the
+// parameters v and those every request has, asked by node from of node to
+// at the time at, with a fresh nonce.
+func target(endpoint string, v url.Values, source string, size, mtime int64, ino uint64, from, to int, at time.Time) string {
 	var nonce [16]byte
 	rand.Read(nonce[:])
-	v := url.Values{"path": {source}, "size": {strconv.FormatInt(size, 10)},
-		"mtime": {strconv.FormatInt(mtime, 10)}, "ino": {strconv.FormatUint(ino, 10)},
-		"from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)},
-		"t": {strconv.FormatInt(at.Unix(), 10)}, "n": {hex.EncodeToString(nonce[:])}}
-	return copyEndpoint + "?" + v.Encode()
+	v.Set("path", source)
+	v.Set("size", strconv.FormatInt(size, 10))
+	v.Set("mtime", strconv.FormatInt(mtime, 10))
+	v.Set("ino", strconv.FormatUint(ino, 10))
+	v.Set("from", strconv.Itoa(from))
+	v.Set("to", strconv.Itoa(to))
+	v.Set("t", strconv.FormatInt(at.Unix(), 10))
+	v.Set("n", hex.EncodeToString(nonce[:]))
+	return endpoint + "?" + v.Encode()
 }
 
 // answer checks the status and announced length of a response. A "not
@@ -333,9 +359,13 @@ type PeerStats struct {
 	FilesIn int64         `json:"peer_files_in"`
 	Errors  int64         `json:"peer_errors"` // failures that marked it down
 	Forged  int64         `json:"peer_forged"` // of those, answers that failed their check
-	Misses  int64         `json:"peer_misses"` // asked for a copy it did not hold
+	Misses  int64         `json:"peer_misses"` // asked for a copy or a block it did not hold
 	Down    bool          `json:"peer_down"`
 	Backoff time.Duration `json:"peer_backoff_ns"`
+	// BlocksIn and BlockBytesIn count the blocks of large files (ranges
+	// of them) fetched from it; BytesIn and FilesIn, whole files.
+	BlocksIn     int64 `json:"peer_blocks_in"`
+	BlockBytesIn int64 `json:"peer_block_bytes_in"`
 }
 
 // Stats reads every peer's counters (this node's own entry included, all
@@ -346,7 +376,8 @@ func (c *Client) Stats() []PeerStats {
 	for i, p := range c.peers {
 		p.mu.Lock()
 		st = append(st, PeerStats{Node: i, Addr: p.addr, BytesIn: p.bytesIn.Load(), FilesIn: p.filesIn.Load(),
-			Errors: p.errs.Load(), Forged: p.forged.Load(), Misses: p.miss.Load(), Down: now.Before(p.until), Backoff: p.backoff})
+			Errors: p.errs.Load(), Forged: p.forged.Load(), Misses: p.miss.Load(), Down: now.Before(p.until), Backoff: p.backoff,
+			BlocksIn: p.blocksIn.Load(), BlockBytesIn: p.blockBytesIn.Load()})
 		p.mu.Unlock()
 	}
 	return st

@@ -25,12 +25,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// copyEndpoint is the one thing a Server serves:
+// copyEndpoint is what a Server serves of a whole file:
 //
-//	GET /v1/copy?path=<source>&size=<bytes>&mtime=<ns>&from=<node>&to=<node>&t=<unix s>&n=<nonce>
+//	GET /v1/copy?path=<source>&size=<bytes>&mtime=<ns>&ino=<inode>&from=<node>&to=<node>&t=<unix s>&n=<nonce>
 //
 // answered with the bytes of this node's copy of the source, if it has
-// one of that size and mtime, followed by the answer's tag (auth.go).
+// one of that size and mtime, followed by the answer's tag (auth.go). Of
+// a large file, tiered in blocks, it serves ranges of a block instead
+// (blockEndpoint, blocks.go).
 const copyEndpoint = "/v1/copy"
 
 // ServerConfig is what a Server serves and to whom.
@@ -57,6 +59,11 @@ type ServerConfig struct {
 	// an asker told "missing" reads the file itself, one that gives up
 	// waiting marks this node down.
 	MissWait time.Duration
+	// Blocks, if set, serves ranges of large files' blocks (blocks.go),
+	// filled on demand within BlockWait (default 2 s), which must be
+	// shorter than the askers' ClientConfig.BlockTimeout (5 s).
+	Blocks    Blocks
+	BlockWait time.Duration
 }
 
 const defaultMissWait = 5 * time.Second
@@ -74,8 +81,7 @@ const defaultMissWait = 5 * time.Second
 type Server struct {
 	cfg     ServerConfig
 	key     []byte
-	out     []flow       // per asking node
-	fetched atomic.Int64 // requests served from a copy Miss made for them
+	out     []flow // per asking node
 	refused [nReasons]atomic.Int64
 	said    [nReasons]atomic.Bool // each notable reason is logged once
 	seen    nonces
@@ -83,6 +89,10 @@ type Server struct {
 	now     func() time.Time  // the clock requests' times are held to; tests move it
 	ln      *limitListener
 	srv     *http.Server
+
+	// fetched are the requests served from a copy Miss made for them,
+	// fetchedBlocks those of blocks from pages Blocks copied for them.
+	fetched, fetchedBlocks atomic.Int64
 }
 
 // reason is why a request was not served.
@@ -143,6 +153,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{cfg: cfg, key: jobKey(cfg.Secret, cfg.Job), out: make([]flow, cfg.Nodes), now: time.Now}
 	if s.cfg.MissWait <= 0 {
 		s.cfg.MissWait = defaultMissWait
+	}
+	if s.cfg.BlockWait <= 0 {
+		s.cfg.BlockWait = defaultBlockWait
 	}
 	if s.cfg.MaxConns <= 0 {
 		s.cfg.MaxConns = defaultMaxConns(cfg.Nodes)
@@ -214,7 +227,9 @@ type asked struct {
 	from, to    int
 	at          int64  // when it was asked (unix seconds)
 	nonce       string // the asker's, unique to the request
-	made        bool   // the copy was made for it (ServerConfig.Miss)
+	made        bool   // the copy (the block) was made for it (ServerConfig.Miss, Blocks)
+	block       bool   // a range of a block (blockEndpoint): block b's bytes [off, off+n)
+	b, off, n   int64
 }
 
 // ServeHTTP implements http.Handler. The proof of the job's key is
@@ -239,11 +254,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, proof, bad.why, statusOf[bad.why], bad.msg)
 		return
 	}
+	if a.block {
+		s.serveBlock(w, r, &a)
+		return
+	}
 	f, why, msg := s.copyFor(r, &a)
 	if f == nil {
 		s.refuse(w, r, proof, why, statusOf[why], msg)
 		return
 	}
+	defer f.Close()
 	s.send(w, r, f, a)
 }
 
@@ -305,11 +325,11 @@ func malformed(msg string) *refusal { return &refusal{refusedRequest, msg} }
 
 // parse reads the request's parameters.
 func (s *Server) parse(r *http.Request) (asked, *refusal) {
-	if r.URL.Path != copyEndpoint {
+	if r.URL.Path != copyEndpoint && r.URL.Path != blockEndpoint {
 		return asked{}, malformed("no such endpoint")
 	}
 	if r.Header.Get("Range") != "" {
-		return asked{}, malformed("whole files only: an answer's tag covers the whole body")
+		return asked{}, malformed("no Range: a block's range is in the target, which the proof covers")
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -338,6 +358,11 @@ func (s *Server) parse(r *http.Request) (asked, *refusal) {
 		return asked{}, malformed("one nonce of 16 to 64 characters needed")
 	}
 	a.nonce = q["n"][0]
+	if r.URL.Path == blockEndpoint {
+		if bad := parseBlock(q, &a); bad != nil {
+			return asked{}, bad
+		}
+	}
 	if len(q["path"]) != 1 {
 		return asked{}, malformed("one path needed")
 	}
@@ -527,17 +552,21 @@ const minWriteRate = 1 << 20 // bytes per second
 // to the socket, hashed into the tag as it goes.
 var sendBufs = sync.Pool{New: func() any { return new([256 << 10]byte) }}
 
-// send serves the copy f: its a.size bytes, then the answer's tag. A
-// copy that ends short (cut by someone with access to the tier) cuts
-// the connection: the asker sees a short body, never a tag over it.
-func (s *Server) send(w http.ResponseWriter, r *http.Request, f *os.File, a asked) {
-	defer f.Close()
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30*time.Second + time.Duration(a.size/minWriteRate)*time.Second))
+// send serves what a asks for from body: the copy's a.size bytes, or
+// the block's a.n, then the answer's tag. A body that ends short (a copy
+// cut by someone with access to the tier) cuts the connection: the asker
+// sees a short body, never a tag over it.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, body io.Reader, a asked) {
+	size := a.size
+	if a.block {
+		size = a.n
+	}
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30*time.Second + time.Duration(size/minWriteRate)*time.Second))
 	w.Header().Set("Content-Type", "application/octet-stream") // not sniffed from the content
-	w.Header().Set("Content-Length", strconv.FormatInt(a.size+tagLen, 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(size+tagLen, 10))
 	w.WriteHeader(http.StatusOK)
 	tag := answerTag(s.key, a.proof, http.StatusOK)
-	n, err := copyHashed(w, f, a.size, tag)
+	n, err := copyHashed(w, body, size, tag)
 	if err == nil {
 		_, err = w.Write(tag.Sum(nil))
 	}
@@ -548,6 +577,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, f *os.File, a aske
 		panic(http.ErrAbortHandler)
 	case err != nil:
 		s.count(r.RemoteAddr, r.RequestURI, refusedAborted, err.Error())
+	case a.block:
+		s.out[a.from].blocks.Add(1)
+		s.out[a.from].blockBytes.Add(n)
+		if a.made {
+			s.fetchedBlocks.Add(1)
+		}
 	default:
 		s.out[a.from].files.Add(1)
 		s.out[a.from].bytes.Add(n)
@@ -565,7 +600,7 @@ func (e *readError) Error() string { return "reading the copy: " + e.err.Error()
 
 // copyHashed writes size bytes of f to w and to h, and returns how many
 // it wrote to w.
-func copyHashed(w io.Writer, f *os.File, size int64, h hash.Hash) (int64, error) {
+func copyHashed(w io.Writer, f io.Reader, size int64, h hash.Hash) (int64, error) {
 	buf := sendBufs.Get().(*[256 << 10]byte)
 	defer sendBufs.Put(buf)
 	var n int64
@@ -617,26 +652,32 @@ func (s *Server) count(from, target string, why reason, msg string) {
 
 // flow counts what this node served to one other node.
 type flow struct {
-	files atomic.Int64
-	bytes atomic.Int64
+	files, bytes       atomic.Int64 // whole files
+	blocks, blockBytes atomic.Int64 // ranges of large files' blocks
 }
 
 // ServerStats is what a Server did: per asking node, the files and bytes
-// served; of those, the files served from a copy made for the request;
-// per reason, the requests not served.
+// served, and the blocks (ranges of them) and their bytes; of those, the
+// files and the blocks served from a copy made for the request; per
+// reason, the requests not served.
 type ServerStats struct {
-	Files     []int64          `json:"peer_files_out"`
-	Bytes     []int64          `json:"peer_bytes_out"`
-	Fetched   int64            `json:"fetched_for_peers"`
-	NotServed map[string]int64 `json:"peer_not_served"`
+	Files         []int64          `json:"peer_files_out"`
+	Bytes         []int64          `json:"peer_bytes_out"`
+	Blocks        []int64          `json:"peer_blocks_out"`
+	BlockBytes    []int64          `json:"peer_block_bytes_out"`
+	Fetched       int64            `json:"fetched_for_peers"`
+	FetchedBlocks int64            `json:"blocks_fetched_for_peers"`
+	NotServed     map[string]int64 `json:"peer_not_served"`
 }
 
 // Stats reads the counters.
 func (s *Server) Stats() ServerStats {
-	st := ServerStats{Fetched: s.fetched.Load(), NotServed: map[string]int64{}}
+	st := ServerStats{Fetched: s.fetched.Load(), FetchedBlocks: s.fetchedBlocks.Load(), NotServed: map[string]int64{}}
 	for i := range s.out {
 		st.Files = append(st.Files, s.out[i].files.Load())
 		st.Bytes = append(st.Bytes, s.out[i].bytes.Load())
+		st.Blocks = append(st.Blocks, s.out[i].blocks.Load())
+		st.BlockBytes = append(st.BlockBytes, s.out[i].blockBytes.Load())
 	}
 	for why := range nReasons {
 		if n := s.refused[why].Load(); n > 0 {

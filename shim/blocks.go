@@ -24,7 +24,8 @@ import (
 // blocks ahead of a descriptor that reads in order (a stream). The blocks
 // count against the tiers' capacity as the pool's copies do; nothing is
 // evicted (the reactive policy's rule), so a file larger than the tiers
-// keeps the blocks read first.
+// keeps the blocks read first. In a job of several nodes a block to copy
+// is asked of its owner first (blockpeers.go).
 type blocks struct {
 	l         *Leader
 	pool      *fetchpool.Pool
@@ -32,6 +33,8 @@ type blocks struct {
 	seen      *xsync.MapOf[string, struct{}] // paths looked at since their last change
 	look      chan string                    // opened paths to stat, in order
 	ahead     chan blockCopy                 // blocks to copy ahead of streams
+	fills     chan struct{}                  // a token per block being copied for a peer (FillBlock)
+	bufs      sync.Pool                      // *[blockSize]byte, for those copies
 
 	mu    sync.Mutex
 	files map[uint64]*bigFile // by key; guarded by mu
@@ -55,6 +58,10 @@ type bigFile struct {
 	src      *os.File       // opened for copies ahead, once
 	dst      []*os.File     // its blocks files, per tier, once
 	copyTime time.Duration  // the last block copy's duration
+	// peerIno is the inode peers.StatSource found the source to be, as
+	// entered (a peer is asked for its blocks naming it); 0 until looked
+	// at, peerNone if it is not the dataset's own file or changed.
+	peerIno uint64
 }
 
 // goneSlot is a slot and its words freed at when: a reader that looked
@@ -82,13 +89,16 @@ type seqRead struct {
 }
 
 // blockCopy is a block to copy ahead of a stream into tier: the pages of
-// it from the first of pages to the last (absent when it was queued).
+// it from the first of pages to the last (absent when it was queued). A
+// copy for a peer (forPeer: this node owns the block) is read from the
+// shared filesystem; any other is asked of the block's owner first.
 type blockCopy struct {
-	f     *bigFile
-	b     int64
-	tier  int
-	seq   uint32
-	pages uint64
+	f       *bigFile
+	b       int64
+	tier    int
+	seq     uint32
+	pages   uint64
+	forPeer bool
 }
 
 const (
@@ -112,7 +122,7 @@ const (
 // blocks in pool's tiers. A threshold of 0 turns it off.
 func newBlocks(l *Leader, pool *fetchpool.Pool, threshold int64) *blocks {
 	m := &blocks{l: l, pool: pool, threshold: threshold, seen: xsync.NewMapOf[string, struct{}](),
-		look: make(chan string, backlog), ahead: make(chan blockCopy, backlog),
+		look: make(chan string, backlog), ahead: make(chan blockCopy, backlog), fills: make(chan struct{}, blockWorkers),
 		files: map[uint64]*bigFile{}, slots: map[int]*bigFile{}, held: make([]int64, len(l.tiers)), full: make([]bool, len(l.tiers)),
 		reads: map[seqID]*seqRead{}}
 	for _, t := range l.tiers {
@@ -366,7 +376,7 @@ func (m *blocks) stream(ev Event) {
 		w, bit := m.l.seg.copyingWord(f.slot, b)
 		atomic.OrUint64(w, bit) // a reader that reaches it waits for the copy
 		select {
-		case m.ahead <- blockCopy{f, b, t, m.l.seg.blockSeq(f.slot), pages}:
+		case m.ahead <- blockCopy{f: f, b: b, tier: t, seq: m.l.seg.blockSeq(f.slot), pages: pages}:
 		default:
 			delete(f.copying, b)
 			m.l.seg.copied(f.slot, b)
@@ -444,7 +454,7 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 		m.l.seg.copied(c.f.slot, c.b) // its readers read it from the tier now, or the original
 	}()
 	seg, f := m.l.seg, c.f
-	src, dst, err := m.openPair(f, c.tier)
+	dst, err := m.blocksFile(f, c.tier)
 	if err != nil {
 		return
 	}
@@ -452,8 +462,7 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 	lo, hi := int64(bits.TrailingZeros64(c.pages)), int64(64-bits.LeadingZeros64(c.pages))
 	off := c.b*blockSize + lo*pageSize
 	n := min((hi-lo)*pageSize, f.st.Size-off)
-	got, err := src.ReadAt(buf[:n], off)
-	if int64(got) != n || (err != nil && got != len(buf[:n])) {
+	if !m.fromPeer(c, off, buf[:n]) && !m.fromSource(f, off, buf[:n]) {
 		return
 	}
 	if _, err := dst.WriteAt(buf[:n], off); err != nil {
@@ -475,29 +484,66 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 	m.mu.Lock()
 	f.copyTime = time.Since(begin)
 	m.mu.Unlock()
-	addU64(&seg.s.leader.big_ahead, 1)
-	addU64(&seg.s.leader.big_ahead_bytes, uint64(n))
+	if !c.forPeer {
+		addU64(&seg.s.leader.big_ahead, 1)
+		addU64(&seg.s.leader.big_ahead_bytes, uint64(n))
+	}
 }
 
-// openPair is f's source and tier's blocks file, opened once.
-func (m *blocks) openPair(f *bigFile, tier int) (*os.File, *os.File, error) {
+// fromSource reads buf from f's source at off, whole, and reports whether
+// it did. In a job of several nodes the read is timed for the model that
+// chooses between the shared filesystem and the peers.
+func (m *blocks) fromSource(f *bigFile, off int64, buf []byte) bool {
+	src, err := m.source(f)
+	if err != nil {
+		return false
+	}
+	done := func(int64) {}
+	if p := m.l.peers; p != nil {
+		done = p.BeginPFS(int64(len(buf)))
+	}
+	got, err := src.ReadAt(buf, off)
+	if got != len(buf) {
+		done(0)
+		return false
+	}
+	done(int64(got))
+	return true
+}
+
+// source is f's source, opened once.
+func (m *blocks) source(f *bigFile) (*os.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f.src == nil {
 		src, err := tiering.OpenSource(f.path)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		f.src = src.File
 	}
+	return f.src, nil
+}
+
+// blocksFile is tier's blocks file of f, opened once.
+func (m *blocks) blocksFile(f *bigFile, tier int) (*os.File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.blocksFileLocked(f, tier)
+}
+
+// blocksFileLocked is blocksFile with m.mu held.
+//
+// Preconditions: m.mu is held.
+func (m *blocks) blocksFileLocked(f *bigFile, tier int) (*os.File, error) {
 	if f.dst[tier] == nil {
 		d, err := m.l.tiers[tier].tree.OpenBlocks(f.path)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		f.dst[tier] = d
 	}
-	return f.src, f.dst[tier], nil
+	return f.dst[tier], nil
 }
 
 // keeper keeps the readers' budgets topped up and the tiers' accounts

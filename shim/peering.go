@@ -39,6 +39,7 @@ type peering struct {
 var _ interface {
 	fetchpool.Source
 	fetchpool.Statter
+	peers.Blocks
 } = (*peering)(nil)
 
 // holderFunc names the node that should hold path's copy (-1: none
@@ -106,7 +107,7 @@ func joinPeers(l *Leader) (*peering, error) {
 		}
 	}
 	p.srv, err = peers.NewServer(peers.ServerConfig{Roots: p.roots, Tiers: tiers,
-		Secret: secret, Job: cfg.Job, Node: cfg.Node, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss})
+		Secret: secret, Job: cfg.Job, Node: cfg.Node, Nodes: cfg.Nodes, Log: l.log, Miss: p.miss, Blocks: p})
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +214,49 @@ func (p *peering) Fill(path string, st *unix.Stat_t, dst *os.File) (int64, bool)
 	return n, true
 }
 
+// fetchBlock reads buf, the bytes at off of block b of the large file
+// path (st as entered; ino as peers.StatSource found it), from the
+// block's owner, if that is another node, up, and expected to deliver
+// them before the shared filesystem; it reports whether it did, and the
+// bytes are right only then.
+func (p *peering) fetchBlock(path string, st *unix.Stat_t, ino uint64, b, off int64, buf []byte) bool {
+	node := peers.BlockOwner(path, b, p.cfg.Nodes)
+	if node == p.cfg.Node || !p.client.Up(node) {
+		return false
+	}
+	src, n := peers.Source(node), int64(len(buf))
+	if p.model.Choose(n, []peers.Source{peers.PFS, src}) != src {
+		return false
+	}
+	t := p.model.Begin(src, n)
+	err := p.client.FetchBlock(p.ctx, node, path, st.Size, st.Mtim.Nano(), ino, b, off, buf)
+	if err != nil {
+		t.Done(0)
+		p.l.log.Debug().Msgf("peers: %v; from the shared filesystem", err)
+		return false
+	}
+	t.Done(n)
+	return true
+}
+
+// Block is the server's peers.Blocks: the leader's large files, once it
+// tiers any.
+func (p *peering) Block(source string, off, n int64) (*os.File, peers.BlockFile, bool) {
+	if m := p.l.big.Load(); m != nil {
+		return m.Block(source, off, n)
+	}
+	return nil, peers.BlockFile{}, false
+}
+
+// FillBlock is the server's peers.Blocks: the leader's large files, once
+// it tiers any.
+func (p *peering) FillBlock(ctx context.Context, source string, st *unix.Stat_t, off, n int64) *os.File {
+	if m := p.l.big.Load(); m != nil {
+		return m.FillBlock(ctx, source, st, off, n)
+	}
+	return nil
+}
+
 // Stat stats a file whose copy may be filled from another node, as that
 // node's server will have it: reached from its root without a symlink,
 // with one name (peers.StatSource; fetchpool.Statter). Any other file is
@@ -265,13 +309,24 @@ type PeerStats struct {
 	// here and waited for the one this node then made (the reactive
 	// policy's owner of the file).
 	Fetched int64 `json:"fetched_for_peers"`
+	// The blocks of large files (ranges of them) this node fetched from
+	// the others and served them, in all (whole files are the
+	// segment's peer_* counters); of those served, the blocks this node
+	// copied from the shared filesystem for the request (it owns them).
+	BlocksIn      int64 `json:"peer_blocks_in"`
+	BlockBytesIn  int64 `json:"peer_block_bytes_in"`
+	BlocksOut     int64 `json:"peer_blocks_out"`
+	BlockBytesOut int64 `json:"peer_block_bytes_out"`
+	FetchedBlocks int64 `json:"blocks_fetched_for_peers"`
 }
 
 // PeerLink is what went between this node and one other.
 type PeerLink struct {
 	peers.PeerStats
-	FilesOut int64 `json:"peer_files_out"`
-	BytesOut int64 `json:"peer_bytes_out"`
+	FilesOut      int64 `json:"peer_files_out"`
+	BytesOut      int64 `json:"peer_bytes_out"`
+	BlocksOut     int64 `json:"peer_blocks_out"`
+	BlockBytesOut int64 `json:"peer_block_bytes_out"`
 }
 
 // publish writes the peers' counters and the model to the segment.
@@ -283,7 +338,7 @@ func (p *peering) publish() {
 		}
 	}
 	out := p.srv.Stats()
-	ps.NotServed, ps.Fetched = out.NotServed, out.Fetched
+	ps.NotServed, ps.Fetched, ps.FetchedBlocks = out.NotServed, out.Fetched, out.FetchedBlocks
 	var in, filesIn, bytesOut, filesOut, errs int64
 	for _, s := range p.client.Stats() {
 		if s.Node == p.cfg.Node {
@@ -292,8 +347,11 @@ func (p *peering) publish() {
 		link := PeerLink{PeerStats: s}
 		if s.Node < len(out.Files) {
 			link.FilesOut, link.BytesOut = out.Files[s.Node], out.Bytes[s.Node]
+			link.BlocksOut, link.BlockBytesOut = out.Blocks[s.Node], out.BlockBytes[s.Node]
 		}
 		ps.Peers = append(ps.Peers, link)
+		ps.BlocksIn, ps.BlockBytesIn = ps.BlocksIn+s.BlocksIn, ps.BlockBytesIn+s.BlockBytesIn
+		ps.BlocksOut, ps.BlockBytesOut = ps.BlocksOut+link.BlocksOut, ps.BlockBytesOut+link.BlockBytesOut
 		in, filesIn, errs = in+s.BytesIn, filesIn+s.FilesIn, errs+s.Errors
 		bytesOut, filesOut = bytesOut+link.BytesOut, filesOut+link.FilesOut
 	}

@@ -94,6 +94,14 @@ type Stats struct {
 	BigAhead      uint64        `json:"large_blocks_ahead"`   // blocks copied ahead of them
 	BigAheadBytes uint64        `json:"large_bytes_ahead"`
 	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
+
+	// Blocks of large files (ranges of them) from and to peers, in all
+	// (Peers has them per peer); PeerFilesIn and the like count whole
+	// files.
+	PeerBlocksIn      uint64 `json:"peer_blocks_in"`
+	PeerBlockBytesIn  uint64 `json:"peer_block_bytes_in"`
+	PeerBlocksOut     uint64 `json:"peer_blocks_out"`
+	PeerBlockBytesOut uint64 `json:"peer_block_bytes_out"`
 }
 
 // StreamStats is what the clairvoyant policy found one stream (a rank,
@@ -195,6 +203,8 @@ func (s *Segment) Stats() Stats {
 	var ps PeerStats
 	if readJSON(&l.peers_gen, &l.peers_len, l.peers[:], &ps) {
 		st.Peers = &ps
+		st.PeerBlocksIn, st.PeerBlockBytesIn = uint64(ps.BlocksIn), uint64(ps.BlockBytesIn)
+		st.PeerBlocksOut, st.PeerBlockBytesOut = uint64(ps.BlocksOut), uint64(ps.BlockBytesOut)
 	}
 	for i := 0; i < MaxTiers; i++ {
 		path := C.GoString(&l.tiers[i][0])

@@ -145,13 +145,19 @@ func printPeers(w io.Writer, st shim.Stats) {
 	fmt.Fprintf(w, "peers: node %d of %d on %s   from peers %d files (%s)   to peers %d files (%s; %d on demand)   errors %d\n",
 		p.Node, p.Nodes, p.Addr, st.PeerFilesIn, shim.FormatSize(int64(st.PeerBytesIn)),
 		st.PeerFilesOut, shim.FormatSize(int64(st.PeerBytesOut)), p.Fetched, st.PeerErrors)
+	if st.PeerBlocksIn+st.PeerBlocksOut > 0 || st.BigFiles > 0 {
+		fmt.Fprintf(w, "  large files' blocks: from peers %d (%s)   to peers %d (%s; %d copied for them)\n",
+			st.PeerBlocksIn, shim.FormatSize(int64(st.PeerBlockBytesIn)), st.PeerBlocksOut,
+			shim.FormatSize(int64(st.PeerBlockBytesOut)), p.FetchedBlocks)
+	}
 	for _, l := range p.Peers {
 		state := "up"
 		if l.Down {
 			state = fmt.Sprintf("down (backoff %v)", l.Backoff)
 		}
-		fmt.Fprintf(w, "  node %-4d %-22s in %d (%s)   out %d (%s)   not held %d   errors %d (forged answers %d)   %s\n",
+		fmt.Fprintf(w, "  node %-4d %-22s in %d (%s)   out %d (%s)   blocks in %d (%s) out %d (%s)   not held %d   errors %d (forged answers %d)   %s\n",
 			l.Node, l.Addr, l.FilesIn, shim.FormatSize(l.BytesIn), l.FilesOut, shim.FormatSize(l.BytesOut),
+			l.BlocksIn, shim.FormatSize(l.BlockBytesIn), l.BlocksOut, shim.FormatSize(l.BlockBytesOut),
 			l.Misses, l.Errors, l.Forged, state)
 	}
 	for _, m := range p.Model {
