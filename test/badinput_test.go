@@ -222,9 +222,9 @@ func TestMissingTierCreated(t *testing.T) {
 		}
 	}
 	c.Warm()
-	c.Set("AUGUR_JOB=" + jobOfCase(c) + "-2")
+	c.Set("AUGUR_JOB=" + c.job() + "-2")
 	t.Cleanup(func() {
-		removeJobState(jobOfCase(c))
+		removeJobState(c.job())
 	})
 	obs := Observe(t, c.Dataset, ram)
 	r = c.MustRun(time.Minute, "cat", f)
@@ -248,7 +248,7 @@ func TestDisable(t *testing.T) {
 	f := c.Write("a.bin", data)
 	c.Warm()
 	primeJob(c)
-	seg, err := shim.OpenSegment(shim.SegmentPath(jobOfCase(c)))
+	seg, err := shim.OpenSegment(shim.SegmentPath(c.job()))
 	must(t, err)
 	before := seg.Stats()
 	c.Set("AUGUR_DISABLE=1")

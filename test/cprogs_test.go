@@ -42,17 +42,6 @@ func fnv64Hex(b []byte) string {
 	return fmt.Sprintf("%016x", h)
 }
 
-// jobOfCase is the AUGUR_JOB of the case's environment.
-func jobOfCase(c *Case) string {
-	for _, e := range c.Env {
-		if v, ok := strings.CutPrefix(e, "AUGUR_JOB="); ok {
-			return v
-		}
-	}
-	c.T.Fatal("case has no AUGUR_JOB")
-	return ""
-}
-
 // primeJob brings the case's job to the state a long-running job is in:
 // a preloaded `sleep` (run as nobody when asNobody is set) leads the job until the
 // segment says the tiers are validated, and then exits. The flag stays set
@@ -100,7 +89,7 @@ func holdJob(c *Case, asNobody ...bool) (stop func()) {
 	cmd.Stderr = &errb
 	must(c.T, cmd.Start())
 	stop = func() { cancel(); cmd.Wait() }
-	job := jobOfCase(c)
+	job := c.job()
 	deadline := time.Now().Add(20 * time.Second)
 	var segErr error
 	for time.Now().Before(deadline) {

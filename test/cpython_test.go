@@ -55,7 +55,7 @@ func TestCPythonFileTests(t *testing.T) {
 			if policy == "none" {
 				return
 			}
-			seg, err := shim.OpenSegment(shim.SegmentPath(jobOfCase(c)))
+			seg, err := shim.OpenSegment(shim.SegmentPath(c.job()))
 			must(t, err)
 			defer seg.Close()
 			st := seg.Stats()

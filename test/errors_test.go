@@ -127,9 +127,9 @@ func TestErrors(t *testing.T) {
 			if who == "nobody" {
 				// A job of nobody's own, with tiers of nobody's own: a job
 				// trusts no other user's state or copies.
-				c.Set("AUGUR_JOB=" + jobOfCase(c) + "-nobody")
+				c.Set("AUGUR_JOB=" + c.job() + "-nobody")
 				t.Cleanup(func() {
-					removeJobState(jobOfCase(c))
+					removeJobState(c.job())
 				})
 				ram = nobodyTiers(t, c)
 				warmAsNobody(t, c)

@@ -270,7 +270,7 @@ func peerStats(t *testing.T, c *Case) shim.Stats {
 	time.Sleep(700 * time.Millisecond)
 	var st shim.Stats
 	waitUntil(t, func() bool {
-		out, err := c.Augur("stat", "--json", "--job", jobOfCase(c))
+		out, err := c.Augur("stat", "--json", "--job", c.job())
 		st = shim.Stats{}
 		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Peers != nil
 	})
@@ -452,7 +452,7 @@ func TestPeersAttackRendezvousMadeFirst(t *testing.T) {
 	if lines := augurLines(stderr); len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
 		t.Errorf("augur said %q; want one line beginning %q", lines, want)
 	}
-	if _, err := os.Stat(filepath.Join(rdv, jobOfCase(c))); err == nil {
+	if _, err := os.Stat(filepath.Join(rdv, c.job())); err == nil {
 		t.Error("the node made its job directory in the stranger's")
 	}
 }

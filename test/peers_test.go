@@ -447,7 +447,7 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		if err := syscall.Stat(path, &st); err != nil {
 			st.Size, st.Mtim = 14, syscall.Timespec{}
 		}
-		cl, err := peers.NewClient(peers.ClientConfig{Secret: key, Job: jobOfCase(c), Node: 1}, []string{fmt.Sprintf("127.0.0.1:%d", port), ""})
+		cl, err := peers.NewClient(peers.ClientConfig{Secret: key, Job: c.job(), Node: 1}, []string{fmt.Sprintf("127.0.0.1:%d", port), ""})
 		must(t, err)
 		defer cl.Close()
 		dst, err := os.CreateTemp(c.Dir, "fetched")
@@ -490,7 +490,7 @@ func TestPeersRefuseWhatIsNotTheJobs(t *testing.T) {
 		t.Errorf("plain request: %v", err)
 	}
 	time.Sleep(700 * time.Millisecond) // the leader writes its counters every half second
-	out, err := c.Augur("stat", "--json", "--job", jobOfCase(c))
+	out, err := c.Augur("stat", "--json", "--job", c.job())
 	if err != nil {
 		t.Fatalf("augur stat: %v\n%s", err, out)
 	}

@@ -406,7 +406,7 @@ func TestDataPlaneServesOnlyOwnCopies(t *testing.T) {
 			t.Errorf("cat %s: augur said %q, want %q", f, lines, want)
 		}
 	}
-	seg, err := shim.OpenSegment(shim.SegmentPath(jobOfCase(c)))
+	seg, err := shim.OpenSegment(shim.SegmentPath(c.job()))
 	must(t, err)
 	defer seg.Close()
 	if n := seg.Stats().Untrusted; n != 2 {

@@ -216,9 +216,9 @@ func staleBetweenJobs(t *testing.T, firstRunning bool) {
 		}
 	}
 
-	c.Set("AUGUR_JOB=" + jobOfCase(c) + "-2")
+	c.Set("AUGUR_JOB=" + c.job() + "-2")
 	t.Cleanup(func() {
-		removeJobState(jobOfCase(c))
+		removeJobState(c.job())
 	})
 	// Each file three times in a row, from the first instant of the job.
 	var reads []string

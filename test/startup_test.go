@@ -35,7 +35,7 @@ func TestJobProcessesRunWithoutGo(t *testing.T) {
 	want, err := os.ReadFile(f)
 	must(t, err)
 	c.Warm()
-	job := jobOfCase(c)
+	job := c.job()
 
 	out, _ := c.AugurRun("--", "cat", f)
 	if out != string(want) {
@@ -92,7 +92,7 @@ func TestPreloadWithoutGoHalf(t *testing.T) {
 	if out2 != string(want) || stderr2 != "" {
 		t.Fatalf("augur run --lib with a lone libaugur.so: %d bytes (want %d), stderr %q", len(out2), len(want), stderr2)
 	}
-	if st := jobStats(t, c, jobOfCase(c)); len(st.Tiers) == 0 || st.Tiers[0].Hits != 1 {
+	if st := jobStats(t, c, c.job()); len(st.Tiers) == 0 || st.Tiers[0].Hits != 1 {
 		t.Errorf("under augur run the lone preload did not serve from the tier: %+v", st.Tiers)
 	}
 }

@@ -51,7 +51,7 @@ func TestChangeWaitsForAPublicationUnderWay(t *testing.T) {
 	c := NewCase(t)
 	stop := holdJob(c)
 	defer stop()
-	seg, err := shim.AttachSegment(jobOfCase(c))
+	seg, err := shim.AttachSegment(c.job())
 	must(t, err)
 	defer seg.Close()
 	for _, ends := range []bool{true, false} {
