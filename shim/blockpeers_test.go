@@ -3,16 +3,11 @@ package shim
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"io"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/augur-hpc/augur/tiering"
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,20 +18,7 @@ import (
 // was entered as, one it does not hold is not; a file of another version
 // is not filled, and a tier without room fills nothing.
 func TestBlocksForPeers(t *testing.T) {
-	root := t.TempDir()
-	src := filepath.Join(root, "cls", "big.bin")
-	must(t, os.MkdirAll(filepath.Dir(src), 0o755))
-	data := make([]byte, 3*blockSize+777)
-	rand.Read(data)
-	must(t, os.WriteFile(src, data, 0o644))
-	tier := tiering.Tier{Path: t.TempDir(), Capacity: 64 * blockSize, Threads: 1}
-	seg := testSegment(t, "unit-blocks-peers")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, BlockAbove: 8 << 20}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, seg, _, src, data := leadBlocks(t, "unit-blocks-peers", 3*blockSize+777, 64*blockSize)
 	m := l.big.Load()
 	var st unix.Stat_t
 	must(t, unix.Stat(src, &st))
@@ -96,17 +78,7 @@ func TestBlocksForPeers(t *testing.T) {
 // A tier without room for a block takes a large file in for a peer, and
 // fills none of its blocks.
 func TestBlocksForPeersNoRoom(t *testing.T) {
-	root := t.TempDir()
-	src := filepath.Join(root, "big.bin")
-	must(t, os.WriteFile(src, make([]byte, 3*blockSize), 0o644))
-	seg := testSegment(t, "unit-blocks-peers-full")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", BlockAbove: 8 << 20,
-		Tiers: []tiering.Tier{{Path: t.TempDir(), Capacity: blockSize / 2, Threads: 1}}}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, _, _, src, _ := leadBlocks(t, "unit-blocks-peers-full", 3*blockSize, blockSize/2)
 	var st unix.Stat_t
 	must(t, unix.Stat(src, &st))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

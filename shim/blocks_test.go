@@ -20,20 +20,7 @@ import (
 // bytes right; a change of the file frees the entry and gives its room
 // back to the tier, and with no large file left, the readers' budget too.
 func TestBlocksEnterCopyAheadAndForget(t *testing.T) {
-	root := t.TempDir()
-	src := filepath.Join(root, "cls", "big.bin")
-	must(t, os.MkdirAll(filepath.Dir(src), 0o755))
-	data := make([]byte, 5*blockSize+12345)
-	rand.Read(data)
-	must(t, os.WriteFile(src, data, 0o644))
-	tier := tiering.Tier{Path: t.TempDir(), Capacity: 64 * blockSize, Threads: 1}
-	seg := testSegment(t, "unit-blocks")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, BlockAbove: 8 << 20}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, seg, tier, src, data := leadBlocks(t, "unit-blocks", 5*blockSize+12345, 64*blockSize)
 	m := l.big.Load()
 	if m == nil {
 		t.Fatal("no blocks: a reactive leader with a tier tiers large files in blocks")
@@ -110,17 +97,7 @@ func TestBlocksEnterCopyAheadAndForget(t *testing.T) {
 // readers get no budget, read the original, and the leader says once
 // that the tier is full.
 func TestBlocksFullTier(t *testing.T) {
-	root := t.TempDir()
-	src := filepath.Join(root, "big.bin")
-	must(t, os.WriteFile(src, make([]byte, 3*blockSize), 0o644))
-	tier := tiering.Tier{Path: t.TempDir(), Capacity: blockSize / 2, Threads: 1}
-	seg := testSegment(t, "unit-blocks-full")
-	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, BlockAbove: 8 << 20}
-	l, err := Lead(cfg, seg, zerolog.Nop())
-	if err != nil || l == nil {
-		t.Fatalf("Lead: %v", err)
-	}
-	defer l.Close()
+	l, seg, _, src, _ := leadBlocks(t, "unit-blocks-full", 3*blockSize, blockSize/2)
 	m := l.big.Load()
 	var st unix.Stat_t
 	must(t, unix.Stat(src, &st))
@@ -145,4 +122,26 @@ func waitFor(t *testing.T, what string, f func() int) int {
 			t.Fatalf("%s: not within 20 s", what)
 		}
 	}
+}
+
+// leadBlocks writes a large file of size random bytes in a new dataset
+// root and leads a reactive job of it, with one tier of capacity bytes
+// and files above 8 MiB in blocks, until the test ends.
+func leadBlocks(t *testing.T, job string, size, capacity int64) (*Leader, *Segment, tiering.Tier, string, []byte) {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join(root, "cls", "big.bin")
+	must(t, os.MkdirAll(filepath.Dir(src), 0o755))
+	data := make([]byte, size)
+	rand.Read(data)
+	must(t, os.WriteFile(src, data, 0o644))
+	tier := tiering.Tier{Path: t.TempDir(), Capacity: capacity, Threads: 1}
+	seg := testSegment(t, job)
+	cfg := &Config{Roots: []string{root}, Policy: "reactive", Tiers: []tiering.Tier{tier}, BlockAbove: 8 << 20}
+	l, err := Lead(cfg, seg, zerolog.Nop())
+	if err != nil || l == nil {
+		t.Fatalf("Lead: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l, seg, tier, src, data
 }
