@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/augur-hpc/augur/shim"
@@ -114,6 +115,18 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 		fmt.Println("(callgrind; the difference of two runs of n and 2n calls, so start-up cancels out)")
 		results = append(results, ir...)
 	}
+	fmt.Printf("\n%-46s %14s %14s %10s %10s\n", "the leader's processor (static policy)", "ns per open", "ns per event",
+		"100k/s", "700k/s")
+	for _, c := range w.leaderShare() {
+		share := func(rate float64) string {
+			return fmt.Sprintf("%.1f%%", 100*rate*c.perOpen/1e9/float64(runtime.NumCPU()))
+		}
+		fmt.Printf("%-46s %14.0f %14.0f %10s %10s\n", c.name, c.perOpen, c.perEvent, share(100e3), share(700e3))
+		results = append(results, Result{Name: "leader's processor ns per open, " + c.name, With: c.perOpen},
+			Result{Name: "leader's processor ns per event, " + c.name, With: c.perEvent})
+	}
+	fmt.Printf("(its share of the node's %d processors at 100k and 700k opens/s: the rate times its time per open)\n",
+		runtime.NumCPU())
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
 		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
@@ -261,6 +274,37 @@ func (w *world) pair(name string, target float64, rounds int, plain, withShim []
 		}
 	}
 	return result(name, target, a, b)
+}
+
+// leaderCost is the processor time the job's leader spends per open of
+// the measured processes and per event it consumes.
+type leaderCost struct {
+	name              string
+	perOpen, perEvent float64 // ns
+}
+
+// leaderShare measures leaderCost, this process being the leader, for
+// 4 KiB dataset files served from the RAM tier and for files no tier
+// holds: the leader's share of the node at a rate of opens is that rate
+// times its time per open.
+func (w *world) leaderShare() []leaderCost {
+	var out []leaderCost
+	for _, m := range []struct{ name, list string }{{"served", w.small4k.data}, {"missed", w.missed.data}} {
+		const passes = 40
+		before, events := cpuTime(), w.seg.Stats().Events
+		w.microRun(true, []string{"files", m.list, strconv.Itoa(passes), "mt"})
+		time.Sleep(200 * time.Millisecond) // the leader drains the ring
+		cpu, ev := float64(cpuTime()-before), float64(w.seg.Stats().Events-events)
+		out = append(out, leaderCost{m.name, cpu / (passes * nSmall), cpu / max(ev, 1)})
+	}
+	return out
+}
+
+// cpuTime is this process's processor time (user and system), in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // startup times /bin/true with and without the preload.
