@@ -290,7 +290,7 @@ type leaderCost struct {
 func (w *world) leaderShare() []leaderCost {
 	var out []leaderCost
 	for _, m := range []struct{ name, list string }{{"served", w.small4k.data}, {"missed", w.missed.data}} {
-		const passes = 40
+		const passes = 100
 		before, events := cpuTime(), w.seg.Stats().Events
 		w.microRun(true, []string{"files", m.list, strconv.Itoa(passes), "mt"})
 		time.Sleep(200 * time.Millisecond) // the leader drains the ring
