@@ -164,34 +164,15 @@ static void sum_into(uint32_t *crc, const void *p, size_t n)
 		*crc = crc32c(*crc, p, n);
 }
 
-/* pread_all reads len bytes at off; returns the bytes read or -1. */
-static long long pread_all(int fd, long long off, long long len, uint32_t *crc)
-{
-	long long got = 0;
-	while (got < len) {
-		size_t want = len - got < BUFSZ ? len - got : BUFSZ;
-		ssize_t n = pread(fd, buf, want, off + got);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (n == 0)
-			break;
-		sum_into(crc, buf, n);
-		got += n;
-	}
-	return got;
-}
-
-/* read_on reads up to len bytes with read() from the descriptor's
- * position (to EOF for a negative len); returns the bytes read or -1. */
-static long long read_on(int fd, long long len, uint32_t *crc)
+/* read_all reads len bytes (to EOF for a negative len) at off with
+ * pread, or from the descriptor's position with read for a negative off;
+ * returns the bytes read or -1. */
+static long long read_all(int fd, long long off, long long len, uint32_t *crc)
 {
 	long long got = 0;
 	while (len < 0 || got < len) {
 		size_t want = len < 0 || len - got > BUFSZ ? BUFSZ : len - got;
-		ssize_t n = read(fd, buf, want);
+		ssize_t n = off < 0 ? read(fd, buf, want) : pread(fd, buf, want, off + got);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -222,15 +203,15 @@ static long long read_whole(const struct sample *s, uint32_t *crc)
 		return -1;
 	long long total = 0;
 	if (mode == 'h') { /* a file's header: its first HEAD bytes */
-		total = pread_all(fd, 0, HEAD, NULL);
+		total = read_all(fd, 0, HEAD, NULL);
 	} else if (mode == 'w' || mode == 's') {
-		total = read_on(fd, -1, crc);
+		total = read_all(fd, -1, -1, crc);
 	} else {
 		struct stat st;
 		if (fstat(fd, &st) < 0) {
 			total = -1;
 		} else if (mode == 'p') {
-			total = pread_all(fd, 0, st.st_size, crc);
+			total = read_all(fd, 0, st.st_size, crc);
 		} else if (st.st_size > 0) {
 			void *p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 			if (p == MAP_FAILED) {
@@ -263,9 +244,9 @@ static long long read_stream(const struct sample *s, uint32_t *crc)
 		stream_pos = 0;
 	}
 	long long gap = s->off - stream_pos;
-	long long got = read_on(stream_fd, gap, NULL);
+	long long got = read_all(stream_fd, -1, gap, NULL);
 	if (got == gap)
-		got = read_on(stream_fd, s->len, crc);
+		got = read_all(stream_fd, -1, s->len, crc);
 	else if (got >= 0)
 		got = 0; /* the file ends before the record */
 	if (got < 0) {
@@ -302,9 +283,9 @@ static long long read_record(const struct sample *s, uint32_t *crc)
 	if (mode == 'w') { /* seek and read, as a stream reader does */
 		if (lseek(fd, s->off, SEEK_SET) < 0)
 			return -1;
-		return read_on(fd, s->len, crc);
+		return read_all(fd, -1, s->len, crc);
 	}
-	return pread_all(fd, s->off, s->len, crc);
+	return read_all(fd, s->off, s->len, crc);
 }
 
 /* wrong counts a sample read whole whose bytes are not the dataset's,
