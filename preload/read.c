@@ -122,8 +122,8 @@ AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
  * from a tier is on the tier's filesystem, not the original's, so a copy
  * that works without the shim (dataset and target on one filesystem)
  * failed with it. The shim then copies itself: sendfile when the output
- * goes to the file offset, pread and pwrite otherwise. Either may return
- * a short count, as copy_file_range may.
+ * goes to the file offset, pread and pwrite otherwise, as far as the
+ * kernel's copy between two regular files would go (len, or the end).
  */
 static ssize_t copy_across(int in, off64_t *inoff, int out, off64_t *outoff, size_t len)
 {
@@ -133,18 +133,25 @@ static ssize_t copy_across(int in, off64_t *inoff, int out, off64_t *outoff, siz
 	off64_t pos = inoff ? *inoff : lseek64(in, 0, SEEK_CUR);
 	if (pos < 0)
 		return -1;
-	ssize_t n = CALL_REAL(pread64, -1, in, buf, len < sizeof(buf) ? len : sizeof(buf), pos);
-	if (n <= 0)
-		return n;
-	ssize_t w = pwrite64(out, buf, (size_t)n, *outoff);
-	if (w < 0)
-		return -1;
+	size_t done = 0;
+	while (done < len) {
+		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
+		ssize_t n = CALL_REAL(pread64, -1, in, buf, want, pos + (off64_t)done);
+		ssize_t w = n > 0 ? pwrite64(out, buf, (size_t)n, *outoff + (off64_t)done) : n;
+		if (w < 0 && !done)
+			return -1;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+		if (w < n)
+			break;
+	}
 	if (inoff)
-		*inoff = pos + w;
+		*inoff = pos + (off64_t)done;
 	else
-		lseek64(in, pos + w, SEEK_SET);
-	*outoff += w;
-	return w;
+		lseek64(in, pos + (off64_t)done, SEEK_SET);
+	*outoff += (off64_t)done;
+	return (ssize_t)done;
 }
 
 AUGUR_EXPORT ssize_t copy_file_range(int in, off64_t *inoff, int out, off64_t *outoff,

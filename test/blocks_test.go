@@ -49,3 +49,25 @@ func TestLargeFileEveryReadCall(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeCopyEveryReadCall runs the same read calls on the same file
+// copied whole into the RAM tier (below the blocks threshold) and served
+// from there: copy_file_range then crosses filesystems, which the shim
+// copies itself, as far as the kernel's copy would go.
+func TestWholeCopyEveryReadCall(t *testing.T) {
+	dir := t.TempDir()
+	prog := compileTestC(t, dir, "bigread", "-O2", "-D_FORTIFY_SOURCE=2")
+	c := NewCase(t)
+	c.Set("AUGUR_POLICY=static")
+	c.Set("AUGUR_BLOCK_ABOVE=1GiB")
+	c.Set("AUGUR_TIERS=" + c.RAM + ":64MiB")
+	p := c.Write("cls/big.bin", randomBytes(24<<20+54321))
+	c.Warm()
+	stdout, stderr := c.AugurRun(statsAfter(c, []string{prog, p, "3"})...)
+	if strings.Count(stdout, " ok\n") != 3 {
+		t.Fatalf("bigread:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	if st := statsOfRun(t, c); st.Misses != 0 || st.Tiers[0].Hits == 0 {
+		t.Errorf("%d opens of the original, %d from the tier: want every open served from the tier", st.Misses, st.Tiers[0].Hits)
+	}
+}
