@@ -7,6 +7,7 @@ package shim
 import (
 	"fmt"
 
+	"github.com/augur-hpc/augur/placement"
 	"github.com/augur-hpc/augur/seed"
 )
 
@@ -22,8 +23,11 @@ func (c *clairvoyant) onOpen(ev Event) {
 		c.react.onOpen(ev)
 		return
 	}
-	if m := c.l.big.Load(); ev.Tier < 0 && !ev.Truncated && m.large(c.sizes[f]) {
-		m.opened(ev.Path) // tiered in blocks as it is read (blocks.go)
+	if m := c.l.big.Load(); m != nil && ev.Tier < 0 && !ev.Truncated &&
+		(m.large(c.sizes[f]) || c.sizes[f] == placement.UnknownSize) {
+		// Tiered in blocks as it is read (blocks.go). A file opened
+		// before its size is measured is looked at now: it is read now.
+		m.opened(ev.Path)
 	}
 	st := c.stream(ev)
 	cur, locked := c.follow(st, f)

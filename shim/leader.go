@@ -172,8 +172,12 @@ func (l *Leader) adopt(p planned) {
 		l.startReactive()
 	} else {
 		tiers, _, used := l.poolTiers()
-		p.c.start(l.newPool(tiers, used, p.c.done))
-		l.startBlocks(p.c.pool)
+		pool := l.newPool(tiers, used, p.c.done)
+		// Blocks first: a plan that prefetched before they started
+		// copied large files whole (TestLargeFileEveryReadCall's
+		// clairvoyant runs, one in two on a busy host).
+		l.startBlocks(pool)
+		p.c.start(pool)
 		l.clair = p.c
 		l.peers.setHolder(p.c.holderOf, p.c.awaitHeld)
 	}
