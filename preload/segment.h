@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 21
+#define AUGUR_ABI_VERSION 22
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
@@ -199,6 +199,8 @@ struct augur_leader {
 	uint64_t big_ahead;       /* blocks the leader copied ahead of them */
 	uint64_t big_ahead_bytes;
 	uint64_t big_ahead_hits;  /* of them, blocks a reader read from the tier */
+	uint64_t big_filled;      /* blocks copied to fill files read half */
+	uint64_t big_filled_bytes;
 	uint64_t big_blocks[AUGUR_MAX_TIERS]; /* blocks reserved in tier i now */
 	/* Files augur cannot cache, each named once with why: JSON, as
 	 * streams above. */

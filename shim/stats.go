@@ -93,6 +93,8 @@ type Stats struct {
 	BigStreams    uint64        `json:"large_streams"`        // descriptors found reading in order
 	BigAhead      uint64        `json:"large_blocks_ahead"`   // blocks copied ahead of them
 	BigAheadBytes uint64        `json:"large_bytes_ahead"`
+	BigFilled     uint64        `json:"large_blocks_filled"` // blocks copied to fill files read half (blockfill.go)
+	BigFillBytes  uint64        `json:"large_bytes_filled"`
 	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
 
 	// Blocks of large files (ranges of them) from and to peers, in all
@@ -200,6 +202,7 @@ func (s *Segment) Stats() Stats {
 	readJSON(&l.uncached_gen, &l.uncached_len, l.uncached[:], &st.Uncached)
 	st.BigFiles, st.BigTeed, st.BigMisses = u64(&l.big_files), u64(&c.block_teed), u64(&c.block_misses)
 	st.BigStreams, st.BigAhead, st.BigAheadBytes = u64(&l.big_streams), u64(&l.big_ahead), u64(&l.big_ahead_bytes)
+	st.BigFilled, st.BigFillBytes = u64(&l.big_filled), u64(&l.big_filled_bytes)
 	var ps PeerStats
 	if readJSON(&l.peers_gen, &l.peers_len, l.peers[:], &ps) {
 		st.Peers = &ps

@@ -119,6 +119,7 @@ func printStats(w io.Writer, st shim.Stats) {
 			st.BigFiles, blocks, shim.FormatSize(int64(bytes)), st.BigTeed, st.BigMisses)
 		fmt.Fprintf(w, "  read in order: %d descriptors, %d blocks (%s) copied ahead of them\n",
 			st.BigStreams, st.BigAhead, shim.FormatSize(int64(st.BigAheadBytes)))
+		fmt.Fprintf(w, "  read half: %d blocks (%s) copied to fill their files\n", st.BigFilled, shim.FormatSize(int64(st.BigFillBytes)))
 	}
 	for _, u := range st.Uncached {
 		fmt.Fprintf(w, "not cached: %s: %s\n", u.Path, u.Why)
