@@ -62,8 +62,9 @@ type bigFile struct {
 	src      *os.File       // opened for copies ahead, once
 	dst      []*os.File     // its blocks files, per tier, once
 	copyTime time.Duration  // the last block copy's duration
-	// copiedPages counts the pages the leader copied into the tiers;
-	// read, the pages the readers had put there at fill's last look,
+	// copiedPages counts the pages the leader copied into the tiers or
+	// kept from an earlier job; read, the pages this job's readers had
+	// put there at fill's last look,
 	// and readAt when that count last grew (blockfill.go).
 	copiedPages, read int64
 	readAt            time.Time
@@ -113,7 +114,9 @@ type blockCopy struct {
 
 const (
 	// budgetBlocks is how many blocks per tier readers may reserve
-	// before the leader sets more aside.
+	// before the leader sets more aside, a quarter of the tier at most
+	// (budgetOf): a budget of the whole of a small tier left the copies
+	// ahead of streams no room.
 	budgetBlocks = 16
 	// goneGrace is how long a freed slot's words rest before another
 	// file takes them.
@@ -138,12 +141,8 @@ func newBlocks(l *Leader, pool *fetchpool.Pool, threshold int64) *blocks {
 		look: make(chan string, backlog), ahead: make(chan blockCopy, backlog), fills: make(chan struct{}, blockWorkers),
 		files: map[uint64]*bigFile{}, slots: map[int]*bigFile{}, held: make([]int64, len(l.tiers)), full: make([]bool, len(l.tiers)),
 		reads: map[seqID]*seqRead{}}
-	for _, t := range l.tiers {
-		if t.lock != nil && t.tree != nil {
-			t.tree.ClearBlocks() // a job's blocks are its own: the last job's are unknown here
-		}
-	}
 	l.seg.setThreshold(threshold)
+	m.restore()
 	l.workers.Add(2 + blockWorkers)
 	go m.looker()
 	go m.keeper()
@@ -189,14 +188,24 @@ func (m *blocks) looker() {
 
 // enter makes large file path's entry, with its blocks files.
 func (m *blocks) enter(path string, st *unix.Stat_t) {
-	key := pathKey(path)
-	if key <= bfileGone {
-		return // a key the table keeps for itself
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.enterLocked(path, st) {
+		m.budgets() // its first reads find room
+	}
+}
+
+// enterLocked is enter but for the readers' budgets; it reports whether
+// it entered the file.
+//
+// Preconditions: m.mu is held.
+func (m *blocks) enterLocked(path string, st *unix.Stat_t) bool {
+	key := pathKey(path)
+	if key <= bfileGone {
+		return false // a key the table keeps for itself
+	}
 	if _, ok := m.files[key]; ok {
-		return
+		return false
 	}
 	n := (st.Size + blockSize - 1) / blockSize
 	var tiers uint32
@@ -217,16 +226,16 @@ func (m *blocks) enter(path string, st *unix.Stat_t) {
 			m.free = append(m.free, span{words, uint32(entryWords(int(n), len(m.l.tiers)))})
 		}
 		m.l.notCached(path, "the block table has no room for it: it is read from its source")
-		return
+		return false
 	}
 	f := &bigFile{path: path, key: key, slot: free, st: *st, nblocks: n, copying: map[int64]bool{},
 		dst: make([]*os.File, len(m.l.tiers))}
 	m.l.seg.blockMake(free, bentry{key: key, size: uint64(st.Size), dev: st.Dev, ino: st.Ino,
 		nblocks: uint32(n), words: words, ntiers: uint32(len(m.l.tiers)), tiers: tiers})
 	m.files[key], m.slots[free] = f, f
-	m.budgets() // its first reads find room
 	addU64(&m.l.seg.s.leader.big_files, 1)
 	m.l.log.Info().Msgf("%s (%s) is tiered in blocks of %s", path, FormatSize(st.Size), FormatSize(blockSize))
+	return true
 }
 
 // reusable says whether freed slot i has rested long enough.
@@ -638,12 +647,17 @@ func (m *blocks) keeper() {
 	defer m.l.workers.Done()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	saved := time.Now()
 	for {
 		select {
 		case <-m.l.stop:
 			return
 		case <-tick.C:
 			m.keep()
+		}
+		if time.Since(saved) >= saveEvery {
+			m.save()
+			saved = time.Now()
 		}
 	}
 }
@@ -689,7 +703,7 @@ func (m *blocks) budgets() {
 			m.pool.Release(t, extra*blockSize)
 			m.held[t] -= extra
 		}
-		for ; len(m.files) > 0 && budget < budgetBlocks && m.pool.Take(t, blockSize); budget++ {
+		for ; len(m.files) > 0 && budget < budgetOf(ts.Capacity) && m.pool.Take(t, blockSize); budget++ {
 			m.held[t]++
 			atomic.AddInt64(m.l.seg.budget(t), 1)
 		}
@@ -704,6 +718,11 @@ func (m *blocks) budgets() {
 			m.l.notCached(f.path, "cached in part: the tiers are full (blocks are not evicted); its other blocks are read from its source")
 		}
 	}
+}
+
+// budgetOf is the readers' budget in a tier of capacity bytes.
+func budgetOf(capacity int64) int64 {
+	return max(1, min(budgetBlocks, capacity/4/blockSize))
 }
 
 // allFull says whether every tier in use was found full.

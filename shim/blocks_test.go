@@ -39,7 +39,7 @@ func TestBlocksEnterCopyAheadAndForget(t *testing.T) {
 		t.Fatalf("blocks file %s: %v (want %d bytes)", bp, err, len(data))
 	}
 	waitFor(t, "the readers' budget", func() int {
-		if atomic.LoadInt64(seg.budget(0)) == budgetBlocks {
+		if atomic.LoadInt64(seg.budget(0)) == budgetOf(64*blockSize) {
 			return 1
 		}
 		return -1

@@ -60,6 +60,7 @@ type Leader struct {
 	uncached   []Uncached
 	stop       chan struct{}
 	done       chan struct{}
+	closed     sync.Once
 }
 
 // tierState is the leader's view of one tier.
@@ -591,9 +592,12 @@ func (l *Leader) owner(path string) (int, readiness) {
 // the next job start hot, but the command has ended.
 const drainTimeout = 30 * time.Second
 
-// Close stops the leader and releases its locks. The segment stays, so
-// augur stat can show the job after it ended.
-func (l *Leader) Close() {
+// Close stops the leader and releases its locks; a second Close does
+// nothing. The segment stays, so augur stat can show the job after it
+// ended.
+func (l *Leader) Close() { l.closed.Do(l.close) }
+
+func (l *Leader) close() {
 	setU64(&l.seg.s.leader.wait_max, 0) // nobody left to answer: readers stop asking
 	setU64(&l.seg.s.leader.tee_max, 0)  // nor to publish
 	close(l.stop)
@@ -612,6 +616,9 @@ func (l *Leader) Close() {
 		l.clair.close()
 	}
 	l.peers.close() // after the copies: those in flight may still come from a peer
+	if m := l.big.Load(); m != nil {
+		m.save() // the next job starts with the blocks this one read
+	}
 	for _, t := range l.tiers {
 		t.lock.Unlock()
 		t.tree.Close()

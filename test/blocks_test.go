@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/augur-hpc/augur/shim"
+	"golang.org/x/sys/unix"
 )
 
 // TestLargeFileEveryReadCall reads a large file, tiered in blocks,
@@ -27,7 +31,7 @@ func TestLargeFileEveryReadCall(t *testing.T) {
 				c.Set("AUGUR_LAYOUT=flat")
 				c.Set("AUGUR_TIERS=" + c.RAM + ":" + tier)
 				p := c.Write("cls/big.bin", randomBytes(24<<20+54321))
-				stdout, stderr := c.AugurRun(statsAfter(c, enteredBetween(c, prog, p))...)
+				stdout, stderr := c.AugurRun(statsAfter(c, enteredBetween(c, []string{prog, p, "1"}, []string{prog, p, "2"}))...)
 				if strings.Count(stdout, " ok\n") != 3 {
 					t.Fatalf("bigread:\n%s\nstderr:\n%s", stdout, stderr)
 				}
@@ -50,16 +54,25 @@ func TestLargeFileEveryReadCall(t *testing.T) {
 	}
 }
 
-// enteredBetween is a command that runs bigread's first pass over p,
-// waits (20 s at most) until the leader has entered the file in the block
-// table, and runs the other two passes. A clairvoyant leader enters a
-// file it sees opened once it has its plan, and the three passes could
-// end before that.
-func enteredBetween(c *Case, prog, p string) []string {
+// enteredBetween is a command that runs first, waits (20 s at most)
+// until the leader has entered a large file in the block table, and runs
+// then. A leader enters a file it sees opened soon after, and a reader of
+// a local file can read all of it before then (a clairvoyant leader
+// enters it only once it has its plan).
+func enteredBetween(c *Case, first, then []string) []string {
 	c.Set("AUGUR=" + Augur)
-	return []string{"sh", "-c", `"$1" "$2" 1 && for i in $(seq 200); do
-	  "$AUGUR" stat --json --job "$AUGUR_JOB" | grep -Eq '"large_files": *[1-9]' && break; sleep 0.1; done &&
-	  "$1" "$2" 2`, "sh", prog, p}
+	return []string{"sh", "-c", shellWords(first) + ` && for i in $(seq 200); do
+	  "$AUGUR" stat --json --job "$AUGUR_JOB" | grep -Eq '"large_files": *[1-9]' && break; sleep 0.1; done && ` +
+		shellWords(then)}
+}
+
+// shellWords is argv quoted for sh.
+func shellWords(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 // TestWholeCopyEveryReadCall runs the same read calls on the same file
@@ -81,5 +94,59 @@ func TestWholeCopyEveryReadCall(t *testing.T) {
 	}
 	if st := statsOfRun(t, c); st.Misses != 0 || st.Tiers[0].Hits == 0 {
 		t.Errorf("%d opens of the original, %d from the tier: want every open served from the tier", st.Misses, st.Tiers[0].Hits)
+	}
+}
+
+// TestBlocksKeptAcrossJobs reads a large file in one job and again in
+// the next (twice in each: a first read may end before the leader has
+// entered the file): the next job serves every byte from the blocks the
+// first one's reader put in the tier, from its first read; after the file
+// is rewritten in place (its size and mtime kept), the third job reads it
+// from the original, and every job reads the file's bytes as they are.
+func TestBlocksKeptAcrossJobs(t *testing.T) {
+	c := NewCase(t)
+	c.Set("AUGUR_POLICY=reactive")
+	c.Set("AUGUR_TIERS=" + c.RAM + ":64MiB")
+	data := randomBytes(20<<20 + 4321)
+	p := c.Write("cls/big.bin", data)
+	job := func(name string) shim.Stats {
+		t.Helper()
+		c.Set("AUGUR_JOB=" + name)
+		t.Cleanup(func() { removeJobState(name) })
+		read := []string{"sha256sum", p}
+		stdout, stderr := c.AugurRun(statsAfter(c, enteredBetween(c, read, read))...)
+		plain := c.RunPlain(time.Minute, "sha256sum", p).Stdout
+		if stdout != plain+plain {
+			t.Fatalf("%s: sha256sum under augur %q, without %q\n%s", name, stdout, plain, stderr)
+		}
+		return statsOfRun(t, c)
+	}
+	base := "test-kept-" + randHex(4)
+	first := job(base + "-1")
+	if first.BigTeed == 0 {
+		t.Fatalf("the first job kept no page of the file (%+v)", first)
+	}
+	second := job(base + "-2")
+	t.Logf("second job: %d bytes from blocks, %d reads of the original, %d pages read in",
+		second.Tiers[0].BlockBytes, second.BigMisses, second.BigTeed)
+	if second.BigMisses != 0 || second.Tiers[0].BlockBytes != 2*uint64(len(data)) {
+		t.Errorf("the second job read %d bytes from blocks and the original %d times; want %d and 0",
+			second.Tiers[0].BlockBytes, second.BigMisses, 2*len(data))
+	}
+
+	// Rewritten in place, its mtime put back: its ctime tells.
+	var st unix.Stat_t
+	must(t, unix.Stat(p, &st))
+	copy(data[5<<20:], []byte("changed between jobs"))
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt(data[5<<20:5<<20+32], 5<<20)
+	must(t, err)
+	f.Close()
+	mt := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+	must(t, os.Chtimes(p, mt, mt))
+	third := job(base + "-3")
+	if third.BigMisses == 0 {
+		t.Error("after the change the third job never read the original: it served blocks kept from before")
 	}
 }

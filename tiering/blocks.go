@@ -118,10 +118,3 @@ func (tr *Tree) BlocksUsage() Usage {
 	}, nil, func(error) {})
 	return u
 }
-
-// ClearBlocks removes every blocks file of the tier: a job's blocks are
-// known only to its segment, and the next job's start finds none.
-func (tr *Tree) ClearBlocks() {
-	tr.walk(blocksDir, func(e *entry) { unix.Unlinkat(e.dirfd, e.name, 0) },
-		func(e *entry) { unix.Unlinkat(e.dirfd, e.name, unix.AT_REMOVEDIR) }, func(error) {})
-}

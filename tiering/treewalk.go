@@ -74,7 +74,7 @@ func (tr *Tree) walkFD(fd int, rel string, file, dirDone func(*entry), onErr fun
 	}
 }
 
-// Clear removes every copy and temporary file of the tier. The caller
+// Clear removes every copy, blocks file and temporary file of the tier. The caller
 // must hold its Lock.
 func (tr *Tree) Clear() error {
 	var first error
@@ -90,7 +90,7 @@ func (tr *Tree) Clear() error {
 			}
 		}
 	}
-	for _, d := range []string{filesDir, tmpDir, TrashDir} {
+	for _, d := range []string{filesDir, blocksDir, tmpDir, TrashDir} {
 		tr.walk(d, remove(0), remove(unix.AT_REMOVEDIR), onErr)
 	}
 	return first

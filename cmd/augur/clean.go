@@ -56,7 +56,7 @@ func cleanTiers(tiers []tiering.Tier) int {
 			status = fail("clean: %v; not cleaned", err)
 			continue
 		}
-		u := tree.Usage()
+		u, bu := tree.Usage(), tree.BlocksUsage()
 		err = tree.Clear()
 		lock.Unlock()
 		tree.Close()
@@ -64,7 +64,8 @@ func cleanTiers(tiers []tiering.Tier) int {
 			status = fail("clean: %v", err)
 			continue
 		}
-		fmt.Printf("%s: removed %d copies (%s)\n", t.Path, u.Files, shim.FormatSize(u.Bytes))
+		fmt.Printf("%s: removed %d copies (%s) and the blocks of %d large files (%s)\n",
+			t.Path, u.Files, shim.FormatSize(u.Bytes), bu.Files, shim.FormatSize(bu.Bytes))
 	}
 	return status
 }
