@@ -50,6 +50,10 @@ type clairvoyant struct {
 	mu          sync.Mutex // guards everything below
 	stage       int64      // staging budget in tier 0 (grows with the loaders' spread: growStage)
 	sizes       []int64    // per catalog file; UnknownSize until stat'ed
+	// unsized are the files opened from their originals before their
+	// sizes were measured: the large ones among them are entered in the
+	// block table once they are (measured).
+	unsized map[seed.FileID]bool
 	where       []int8     // per file: tier holding a copy, -1 none (set by setWhere)
 	tierFiles   []uint64   // per tier: files where says it holds
 	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
@@ -96,7 +100,7 @@ func planClairvoyant(l *Leader, caps []int64) (*clairvoyant, error) {
 	c := &clairvoyant{l: l, pred: pred, cat: pred.Cat, stage: stage, caps: caps, horizon: horizon,
 		epochs: a.Epochs, quit: make(chan struct{}), learn: make(chan learnReq, 64),
 		sizes: make([]int64, n), where: make([]int8, n), tierFiles: make([]uint64, len(l.tiers)), seen: make([]int32, n),
-		pending: map[seed.FileID]bool{}, staged: map[seed.FileID]stagedFor{}, opens: map[[2]int]seed.FileID{},
+		pending: map[seed.FileID]bool{}, unsized: map[seed.FileID]bool{}, staged: map[seed.FileID]stagedFor{}, opens: map[[2]int]seed.FileID{},
 		datasets: map[string]*seed.Dataset{}, streams: map[streamID]*stream{}, warned: map[string]bool{}}
 	for i := range c.sizes {
 		c.sizes[i], c.where[i] = placement.UnknownSize, -1

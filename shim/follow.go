@@ -23,11 +23,13 @@ func (c *clairvoyant) onOpen(ev Event) {
 		c.react.onOpen(ev)
 		return
 	}
-	if m := c.l.big.Load(); m != nil && ev.Tier < 0 && !ev.Truncated &&
-		(m.large(c.sizes[f]) || c.sizes[f] == placement.UnknownSize) {
-		// Tiered in blocks as it is read (blocks.go). A file opened
-		// before its size is measured is looked at now: it is read now.
-		m.opened(ev.Path)
+	if m := c.l.big.Load(); m != nil && ev.Tier < 0 && !ev.Truncated {
+		switch {
+		case m.large(c.sizes[f]):
+			m.opened(ev.Path) // tiered in blocks as it is read (blocks.go)
+		case c.sizes[f] == placement.UnknownSize:
+			c.unsized[f] = true // measured looks at it
+		}
 	}
 	st := c.stream(ev)
 	cur, locked := c.follow(st, f)

@@ -44,6 +44,12 @@ func (c *clairvoyant) measured(i int, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sizes[i] = size
+	if c.unsized[seed.FileID(i)] {
+		delete(c.unsized, seed.FileID(i))
+		if m := c.l.big.Load(); m.large(size) {
+			m.opened(c.cat.Path(seed.FileID(i))) // read since before its size was known
+		}
+	}
 	c.setWhere(seed.FileID(i), t)
 	c.sized++
 	c.sizedBytes += max(size, 0)
