@@ -333,6 +333,17 @@ static void stream(int fd, uint64_t pos, ssize_t n)
 		augur_emit(AUGUR_EV_STREAM, -1, fd, e->next, abs, 0);
 }
 
+/* read_event tells a leader that wants them (want_reads) where a read of
+ * n bytes at pos of fd's large file was: the samples its reader read. */
+static void read_event(struct augur_segment *seg, int fd, uint64_t pos, ssize_t n)
+{
+	if (n <= 0 || !__atomic_load_n(&seg->leader.want_reads, __ATOMIC_RELAXED))
+		return;
+	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
+	if (abs)
+		augur_emit(AUGUR_EV_READ, n > INT32_MAX ? INT32_MAX : (int)n, fd, pos, abs, 0);
+}
+
 /* live says whether fd's entry still stands for its file (a change of
  * the file frees it: AUGUR_BFILE_GONE). */
 static int live(struct augur_segment *seg, int fd)
@@ -366,8 +377,10 @@ AUGUR_HIDDEN ssize_t augur_big_readv(int fd, const struct iovec *iov, int cnt, o
 	if (lock)
 		pthread_mutex_unlock(lock);
 	int e = n < 0 ? errno : saved;
-	if (pos >= 0)
+	if (pos >= 0) {
 		stream(fd, (uint64_t)pos, n);
+		read_event(seg, fd, (uint64_t)pos, n);
+	}
 	augur_fd_account(fd, n - (ssize_t)tiered); /* the tiers' bytes are counted as read (serve) */
 	errno = e;
 	return n;

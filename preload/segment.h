@@ -58,6 +58,10 @@ enum {
 	AUGUR_EV_STREAM = 8,     /* a descriptor reads a large file in order:
 				  * bytes is where its reads have reached; the
 				  * leader copies the blocks ahead of it */
+	AUGUR_EV_READ = 9,       /* a read of a large file (when the leader's
+				  * want_reads says so): bytes is its offset,
+				  * tier its length (at most INT32_MAX); the
+				  * leader learns which samples it read */
 };
 
 /* Event flags. */
@@ -167,6 +171,8 @@ struct augur_leader {
 	uint64_t want_closes;   /* 1: the policy reads CLOSE events (clairvoyant:
 				 * staged files are dropped once read); else
 				 * the data plane does not send them */
+	uint64_t want_reads;    /* 1: the policy reads READ events of large
+				 * files (clairvoyant: samples inside files) */
 	char policy[16];
 	char tiers[AUGUR_MAX_TIERS][256];
 	/* What each stream (rank) of the clairvoyant policy was found to
@@ -201,6 +207,8 @@ struct augur_leader {
 	uint64_t big_ahead_hits;  /* of them, blocks a reader read from the tier */
 	uint64_t big_filled;      /* blocks copied to fill files read half */
 	uint64_t big_filled_bytes;
+	uint64_t big_predicted;   /* blocks copied ahead of predicted samples */
+	uint64_t big_predicted_bytes;
 	uint64_t big_blocks[AUGUR_MAX_TIERS]; /* blocks reserved in tier i now */
 	/* Files augur cannot cache, each named once with why: JSON, as
 	 * streams above. */

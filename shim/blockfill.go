@@ -44,8 +44,8 @@ func (m *blocks) fillFiles() {
 		if present == total || 2*present < total || now.Sub(f.readAt) > fillActive {
 			continue
 		}
-		for b := int64(0); b < f.nblocks && m.filling < blockWorkers && len(m.ahead) == 0; b++ {
-			if m.queue(f, b, m.absent(f, b), true) == queueFull {
+		for b := int64(0); b < f.nblocks && m.queued[copyFill] < blockWorkers && len(m.ahead) == 0; b++ {
+			if m.queue(f, b, m.absent(f, b), copyFill) == queueFull {
 				return
 			}
 		}

@@ -86,7 +86,7 @@ func TestBlocksFillWaitsForHalfAndReaders(t *testing.T) {
 		defer m.mu.Unlock()
 		m.looked = time.Time{}
 		m.fillFiles()
-		return m.filling + len(f.copying)
+		return m.queued[copyFill] + len(f.copying)
 	}
 	readerPages(t, seg, bp, slot, data, 0, 0, 64)
 	readerPages(t, seg, bp, slot, data, 1, 0, 64)

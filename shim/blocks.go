@@ -45,10 +45,10 @@ type blocks struct {
 	held  []int64             // blocks taken from the pool per tier; guarded by mu
 	reads map[seqID]*seqRead  // descriptors reading in order; guarded by mu
 	full  []bool              // tiers said full; guarded by mu
-	// filling counts the fills' blocks queued or being copied; guarded
+	// queued counts the blocks queued or being copied, by why; guarded
 	// by mu.
-	filling int
-	looked  time.Time // when fill last looked at the files; guarded by mu
+	queued [copyWhys]int
+	looked time.Time // when fill last looked at the files; guarded by mu
 }
 
 // bigFile is an entered large file.
@@ -109,8 +109,18 @@ type blockCopy struct {
 	seq     uint32
 	pages   uint64
 	forPeer bool
-	fill    bool // a file's fill (blockfill.go), not a stream's read-ahead
+	why     copyWhy
 }
+
+// copyWhy is why a block is copied.
+type copyWhy int
+
+const (
+	copyAhead     copyWhy = iota // ahead of a stream
+	copyFill                     // to fill a file read half (blockfill.go)
+	copyPredicted                // ahead of a rank's predicted samples (inside.go)
+	copyWhys
+)
 
 const (
 	// budgetBlocks is how many blocks per tier readers may reserve
@@ -386,7 +396,7 @@ func (m *blocks) stream(ev Event) {
 		if b == first {
 			pages &^= 1<<uint(pos>>pageShift&63) - 1 // the pages behind the reader
 		}
-		if m.queue(f, b, pages, false) == queueFull {
+		if m.queue(f, b, pages, copyAhead) == queueFull {
 			return
 		}
 	}
@@ -394,17 +404,17 @@ func (m *blocks) stream(ev Event) {
 
 // What queue did with a block.
 const (
-	queued    = iota
-	queueSkip // nothing to copy, already being copied, or the queue is full
-	queueFull // no tier has room for it
+	queueDone = iota // queued
+	queueSkip        // nothing to copy, or already being copied
+	queueBusy        // the queue is full
+	queueFull        // no tier has room for it
 )
 
-// queue reserves block b of f and queues the copy of its pages (those
-// from the first of pages to the last); fill says it is a file's fill,
-// not a stream's read-ahead.
+// queue reserves block b of f and queues the copy of its pages absent
+// when the copy starts, for why.
 //
 // Preconditions: m.mu is held.
-func (m *blocks) queue(f *bigFile, b int64, pages uint64, fill bool) int {
+func (m *blocks) queue(f *bigFile, b int64, pages uint64, why copyWhy) int {
 	if f.copying[b] || pages == 0 {
 		return queueSkip
 	}
@@ -417,15 +427,13 @@ func (m *blocks) queue(f *bigFile, b int64, pages uint64, fill bool) int {
 	w, bit := m.l.seg.copyingWord(f.slot, b)
 	atomic.OrUint64(w, bit) // a reader that reaches it waits for the copy
 	select {
-	case m.ahead <- blockCopy{f: f, b: b, tier: t, seq: m.l.seg.blockSeq(f.slot), pages: pages, fill: fill}:
-		if fill {
-			m.filling++
-		}
-		return queued
+	case m.ahead <- blockCopy{f: f, b: b, tier: t, seq: m.l.seg.blockSeq(f.slot), pages: pages, why: why}:
+		m.queued[why]++
+		return queueDone
 	default:
 		delete(f.copying, b)
 		m.l.seg.copied(f.slot, b)
-		return queueSkip
+		return queueBusy
 	}
 }
 
@@ -495,8 +503,8 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 	defer func() {
 		m.mu.Lock()
 		delete(c.f.copying, c.b)
-		if c.fill {
-			m.filling--
+		if !c.forPeer {
+			m.queued[c.why]--
 		}
 		m.mu.Unlock()
 		m.l.seg.copied(c.f.slot, c.b) // its readers read it from the tier now, or the original
@@ -545,10 +553,14 @@ func (m *blocks) copyBlock(c blockCopy, buf []byte) {
 	f.copiedPages += int64(bits.OnesCount64(added))
 	m.mu.Unlock()
 	switch {
-	case c.fill:
+	case c.forPeer:
+	case c.why == copyFill:
 		addU64(&seg.s.leader.big_filled, 1)
 		addU64(&seg.s.leader.big_filled_bytes, uint64(n))
-	case !c.forPeer:
+	case c.why == copyPredicted:
+		addU64(&seg.s.leader.big_predicted, 1)
+		addU64(&seg.s.leader.big_predicted_bytes, uint64(n))
+	default:
 		addU64(&seg.s.leader.big_ahead, 1)
 		addU64(&seg.s.leader.big_ahead_bytes, uint64(n))
 	}
@@ -654,6 +666,9 @@ func (m *blocks) keeper() {
 			return
 		case <-tick.C:
 			m.keep()
+			if in := m.l.inside; in != nil {
+				in.pumpAll() // copies ended: room for the next
+			}
 		}
 		if time.Since(saved) >= saveEvery {
 			m.save()

@@ -47,16 +47,16 @@ type clairvoyant struct {
 	quit    chan struct{}
 	learn   chan learnReq // to the inference worker
 
-	mu          sync.Mutex // guards everything below
-	stage       int64      // staging budget in tier 0 (grows with the loaders' spread: growStage)
-	sizes       []int64    // per catalog file; UnknownSize until stat'ed
+	mu    sync.Mutex // guards everything below
+	stage int64      // staging budget in tier 0 (grows with the loaders' spread: growStage)
+	sizes []int64    // per catalog file; UnknownSize until stat'ed
 	// unsized are the files opened from their originals before their
 	// sizes were measured: the large ones among them are entered in the
 	// block table once they are (measured).
-	unsized map[seed.FileID]bool
-	where       []int8     // per file: tier holding a copy, -1 none (set by setWhere)
-	tierFiles   []uint64   // per tier: files where says it holds
-	seen        []int32    // per file: 1 + the last epoch a cursor matched it in, 0 never
+	unsized     map[seed.FileID]bool
+	where       []int8   // per file: tier holding a copy, -1 none (set by setWhere)
+	tierFiles   []uint64 // per tier: files where says it holds
+	seen        []int32  // per file: 1 + the last epoch a cursor matched it in, 0 never
 	pending     map[seed.FileID]bool
 	staged      map[seed.FileID]stagedFor // staged copies (read once, then dropped)
 	stagedBytes int64                     // staged and being staged

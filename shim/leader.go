@@ -8,8 +8,10 @@ import (
 	"errors"
 	"hash/maphash"
 	"io/fs"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,13 @@ type Leader struct {
 	// big is the leader's half of large files tiered in blocks, once a
 	// policy that copies has started (nil: none, or static).
 	big atomic.Pointer[blocks]
+	// inside predicts samples inside large files (clairvoyant policy;
+	// nil otherwise).
+	inside *inside
+	// rows are augur stat's stream rows by who made them ("files": the
+	// clairvoyant policy's cursors, "inside": inside's).
+	rowsMu sync.Mutex
+	rows   map[string][]StreamStats
 	// fullOnce says once that the identity table refused a copy
 	// (refused).
 	fullOnce sync.Once
@@ -105,6 +114,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		l.startReactive()
 	case "clairvoyant":
 		l.plans = l.planInBackground()
+		if cfg.BlockAbove > 0 && l.writesATier() {
+			l.inside = newInside(l)
+		}
 	}
 	wait := int64(0)
 	if l.react != nil && cfg.Policy == "reactive" && l.writesATier() {
@@ -485,6 +497,11 @@ func (l *Leader) handle(ev Event) bool {
 		if m := l.big.Load(); m != nil {
 			m.stream(ev)
 		}
+	case ev.Kind == EvRead:
+		if l.inside != nil {
+			l.inside.onRead(ev)
+			l.inside.pumpAll()
+		}
 	case ev.Kind == EvStale:
 		if f, ok := parseStale(ev); ok {
 			l.changed(tidyWork{stale: f})
@@ -625,6 +642,22 @@ func (l *Leader) close() {
 	}
 	setU64(&l.seg.s.leader.ended_ns, uint64(time.Now().UnixNano()))
 	l.lock.Close()
+}
+
+// publishRows writes augur stat's stream table: rows are by's, beside
+// the others'.
+func (l *Leader) publishRows(by string, rows []StreamStats) {
+	l.rowsMu.Lock()
+	defer l.rowsMu.Unlock()
+	if l.rows == nil {
+		l.rows = map[string][]StreamStats{}
+	}
+	l.rows[by] = rows
+	var all []StreamStats
+	for _, k := range slices.Sorted(maps.Keys(l.rows)) {
+		all = append(all, l.rows[k]...)
+	}
+	l.seg.publishStreams(all)
 }
 
 // Campaign tries to lead now and then every interval until it does, so

@@ -67,18 +67,28 @@ const (
 	maxStreams = 4096
 )
 
+// eventStream is the stream an event's process reads for.
+func eventStream(l *Leader, ev Event) streamID {
+	a := l.cfg.Access
+	switch {
+	case ev.Rank >= 0:
+		return streamID{rank: ev.Rank}
+	case ev.Local >= 0:
+		return streamID{rank: a.NodeRank*a.RanksPerNode + ev.Local}
+	}
+	return streamID{rank: -1, origin: ev.Origin}
+}
+
+// compareStreams orders streams by rank, then by process.
+func compareStreams(a, b streamID) int {
+	return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.origin, b.origin))
+}
+
 // stream returns the stream of an event's process, new on first sight.
 //
 // Preconditions: c.mu is held.
 func (c *clairvoyant) stream(ev Event) *stream {
-	a := c.l.cfg.Access
-	id := streamID{rank: -1, origin: ev.Origin}
-	switch {
-	case ev.Rank >= 0:
-		id = streamID{rank: ev.Rank}
-	case ev.Local >= 0:
-		id = streamID{rank: a.NodeRank*a.RanksPerNode + ev.Local}
-	}
+	id := eventStream(c.l, ev)
 	if st, ok := c.streams[id]; ok {
 		return st
 	}
@@ -468,9 +478,7 @@ func (h *hits) rate() float64 {
 // Preconditions: c.mu is held.
 func (c *clairvoyant) publishStreams() {
 	c.streamsChanged = false
-	ids := slices.SortedFunc(maps.Keys(c.streams), func(a, b streamID) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.origin, b.origin))
-	})
+	ids := slices.SortedFunc(maps.Keys(c.streams), compareStreams)
 	var rows []StreamStats
 	for _, id := range ids {
 		st := c.streams[id]
@@ -496,5 +504,5 @@ func (c *clairvoyant) publishStreams() {
 				Why: fmt.Sprintf("learning: %d opens no cursor explains yet", st.kept)})
 		}
 	}
-	c.l.seg.publishStreams(rows)
+	c.l.publishRows("files", rows)
 }

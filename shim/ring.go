@@ -20,18 +20,19 @@ const (
 	EvUnteed     = C.AUGUR_EV_UNTEED
 	EvStale      = C.AUGUR_EV_STALE
 	EvStream     = C.AUGUR_EV_STREAM
+	EvRead       = C.AUGUR_EV_READ
 )
 
 // Event is one access reported by the data plane.
 type Event struct {
 	Kind      int
-	Tier      int // -1: served from the original
+	Tier      int // -1: served from the original; Read: the read's length
 	PID       int
 	Rank      int // global rank its environment names, -1: none
 	Local     int // node-local rank its environment names, -1: none
 	Origin    int // the process of the job it was forked from, itself if exec'd
 	FD        int
-	Bytes     uint64 // Close: bytes read through the descriptor; Teed: the tee's number
+	Bytes     uint64 // Close: bytes read through the descriptor; Teed: the tee's number; Read: the read's offset (Tier: its length)
 	Path      string // absolute source path ("" for Close)
 	Truncated bool   // Path was cut: the file is not known
 	Tee       bool   // Open: the reader tees the file (a Teed or Unteed event follows)

@@ -95,6 +95,8 @@ type Stats struct {
 	BigAheadBytes uint64        `json:"large_bytes_ahead"`
 	BigFilled     uint64        `json:"large_blocks_filled"` // blocks copied to fill files read half (blockfill.go)
 	BigFillBytes  uint64        `json:"large_bytes_filled"`
+	BigPredicted  uint64        `json:"large_blocks_predicted"` // blocks copied ahead of the ranks' predicted samples (inside.go)
+	BigPredBytes  uint64        `json:"large_bytes_predicted"`
 	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
 
 	// Blocks of large files (ranges of them) from and to peers, in all
@@ -121,6 +123,7 @@ type StreamStats struct {
 	Accuracy  float64 `json:"accuracy"` // of its recent opens of this dataset, the share its cursor expected
 	Opens     uint64  `json:"opens"`    // its opens its cursor expected
 	Why       string  `json:"why,omitempty"`
+	Samples   string  `json:"samples,omitempty"` // samples inside files: the layout learned (inside.go)
 	// Opens of the dataset before the stream first followed a cursor
 	// there, and after (those no cursor expected), and the seconds from
 	// the stream's first open to that lock.
@@ -203,6 +206,7 @@ func (s *Segment) Stats() Stats {
 	st.BigFiles, st.BigTeed, st.BigMisses = u64(&l.big_files), u64(&c.block_teed), u64(&c.block_misses)
 	st.BigStreams, st.BigAhead, st.BigAheadBytes = u64(&l.big_streams), u64(&l.big_ahead), u64(&l.big_ahead_bytes)
 	st.BigFilled, st.BigFillBytes = u64(&l.big_filled), u64(&l.big_filled_bytes)
+	st.BigPredicted, st.BigPredBytes = u64(&l.big_predicted), u64(&l.big_predicted_bytes)
 	var ps PeerStats
 	if readJSON(&l.peers_gen, &l.peers_len, l.peers[:], &ps) {
 		st.Peers = &ps

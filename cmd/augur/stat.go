@@ -120,6 +120,7 @@ func printStats(w io.Writer, st shim.Stats) {
 		fmt.Fprintf(w, "  read in order: %d descriptors, %d blocks (%s) copied ahead of them\n",
 			st.BigStreams, st.BigAhead, shim.FormatSize(int64(st.BigAheadBytes)))
 		fmt.Fprintf(w, "  read half: %d blocks (%s) copied to fill their files\n", st.BigFilled, shim.FormatSize(int64(st.BigFillBytes)))
+		fmt.Fprintf(w, "  predicted: %d blocks (%s) copied ahead of the ranks' samples\n", st.BigPredicted, shim.FormatSize(int64(st.BigPredBytes)))
 	}
 	for _, u := range st.Uncached {
 		fmt.Fprintf(w, "not cached: %s: %s\n", u.Path, u.Why)
@@ -178,6 +179,11 @@ func printStreams(w io.Writer, rows []shim.StreamStats) {
 			dir = "."
 		}
 		switch {
+		case r.Samples != "" && r.Sampler == "":
+			fmt.Fprintf(w, "  %-14s %s: %s (%s)\n", r.Stream, dir, r.Why, r.Samples)
+		case r.Samples != "":
+			fmt.Fprintf(w, "  %-14s %s: samples inside files, %s; DistributedSampler seed %d, world size %d, rank %d, epoch %d, %d reads\n",
+				r.Stream, dir, r.Samples, r.Seed, r.WorldSize, r.Rank, r.Epoch, r.Opens)
 		case r.Sampler == "":
 			fmt.Fprintf(w, "  %-14s %s\n", r.Stream, r.Why)
 		case r.Sampler == "configured":
