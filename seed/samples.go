@@ -3,6 +3,7 @@ package seed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -108,38 +109,96 @@ var (
 // take that size for a record's.
 const MinRecordReads = MinSeen
 
-// maxHeaderRecords bounds how many records' worth of header RecordLayouts
-// tries before the first record: the reads seen tell the header only
-// modulo the record size.
-const maxHeaderRecords = 4
+// maxCounts bounds the record counts RecordLayouts tries per layout.
+const maxCounts = 256
 
 // RecordLayouts are the fixed-record layouts of files (sorted, with their
-// sizes) that the reads seen fit, from the likeliest: the commonest read
-// size is the record's, the commonest offset modulo it says where records
-// begin, and every read of that size must fall on a record of its file.
-// The header is known only modulo the record size, so one layout is given
-// per header of fewer than maxHeaderRecords records that every read fits.
+// sizes) that the reads seen fit, likeliest first. The commonest read
+// size is the record's and the commonest offset modulo it says where
+// records may begin. The other reads (an HDF5 file's metadata, another
+// dataset of the same file) bound them: the records begin past every
+// such read that comes before the first record read in its file, and
+// end before every one that comes after the last. Every file holds the
+// same count of records (a ConcatDataset of one dataset per file), at
+// least one more than the highest read, as many as fit at most: one
+// layout per count, the files' whole room first, then from the least.
 func RecordLayouts(files []string, sizes []int64, reads []SampleRead) ([]*Records, error) {
 	stride, ok := commonest(reads, func(r SampleRead) (int64, bool) { return r.Size, r.Size >= 512 })
 	if !ok {
 		return nil, ErrNoStride
 	}
 	rem, _ := commonest(reads, func(r SampleRead) (int64, bool) { return r.Off % stride, r.Size == stride })
+	onGrid := func(r SampleRead) bool { return r.Size == stride && r.Off%stride == rem }
+	header, last, room := recordBounds(files, sizes, reads, stride, rem, onGrid)
+	lo, hi := last+1, room
+	if lo > hi {
+		return nil, nil // the reads fall on no layout of fixed records
+	}
+	counts := []int{hi}
+	for n := lo; n < hi && len(counts) < maxCounts; n++ {
+		counts = append(counts, n)
+	}
 	var out []*Records
-	for k := int64(0); k < maxHeaderRecords; k++ {
-		r, err := NewRecords(files, sizes, rem+k*stride, stride)
-		if err != nil {
-			break
-		}
-		if !r.fits(reads) {
-			continue
-		}
+	for _, n := range counts {
+		r := newRecordsOf(files, sizes, header, stride, n)
 		if g := r.groupOf(reads); g > 1 {
 			out = append(out, r.Grouped(g)) // the likelier: its readers read runs of g
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// recordBounds is where the records begin (the first offset of the grid
+// of stride at rem past every read off it before the first read on it, in
+// any file), the highest record index read within a file, and the most
+// records that fit in every file read (before any read off the grid after
+// the records begin, and within the file).
+func recordBounds(files []string, sizes []int64, reads []SampleRead, stride, rem int64, onGrid func(SampleRead) bool) (header int64, last, room int) {
+	first := map[int]int64{} // per file, the first record's offset read
+	for _, r := range reads {
+		if onGrid(r) && r.File >= 0 && r.File < len(files) {
+			if f, ok := first[r.File]; !ok || r.Off < f {
+				first[r.File] = r.Off
+			}
+		}
+	}
+	header = rem
+	for _, r := range reads {
+		if f, ok := first[r.File]; ok && !onGrid(r) && r.Off < f && r.Off+r.Size > header {
+			header = r.Off + r.Size
+		}
+	}
+	header = rem + (header-rem+stride-1)/stride*stride // the grid point at or past it
+	room = math.MaxInt
+	for f := range first {
+		end := sizes[f]
+		for _, r := range reads {
+			if r.File == f && !onGrid(r) && r.Off >= header && r.Off < end {
+				end = r.Off
+			}
+		}
+		room = min(room, int(max(end-header, 0)/stride))
+	}
+	last = -1
+	for _, r := range reads {
+		if onGrid(r) && r.Off >= header {
+			last = max(last, int((r.Off-header)/stride))
+		}
+	}
+	return header, last, room
+}
+
+// newRecordsOf is the layout of n records (as many as fit, if fewer) of
+// stride bytes past header in each of files.
+func newRecordsOf(files []string, sizes []int64, header, stride int64, n int) *Records {
+	r := &Records{Files: files, Header: header, Stride: stride, Counts: make([]int, len(files)), Group: 1,
+		first: make([]int, len(files)+1)}
+	for i, s := range sizes {
+		r.Counts[i] = min(n, int(max(s-header, 0)/stride))
+		r.first[i+1] = r.first[i] + r.Counts[i]
+	}
+	return r
 }
 
 // minGroups is how many whole runs of one length groupOf needs to take
@@ -189,7 +248,7 @@ func (r *Records) groupOf(reads []SampleRead) int {
 			tried[c] = true
 			score := 0
 			for _, x := range runs {
-				if end := x.start + x.n; end%c == 0 && x.start/c == (end-1)/c && 2*x.n >= c {
+				if end := x.start + x.n; x.n >= 2 && end%c == 0 && x.start/c == (end-1)/c && 2*x.n >= c {
 					score++
 				}
 			}
@@ -202,16 +261,6 @@ func (r *Records) groupOf(reads []SampleRead) int {
 		return 1
 	}
 	return g
-}
-
-// fits says whether every read of a record's size falls on a record.
-func (r *Records) fits(reads []SampleRead) bool {
-	for _, rd := range reads {
-		if _, ok := r.Index(rd.File, rd.Off, rd.Size); rd.Size == r.Stride && !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // commonest is the value key gives most reads (among those it keeps),

@@ -33,8 +33,9 @@ type inside struct {
 	hints []seed.Hints
 	learn chan insideReq
 
-	mu   sync.Mutex
-	dirs map[string]*insideDir // by directory of the files read; guarded by mu
+	mu        sync.Mutex
+	dirs      map[string]*insideDir // by directory of the files read; guarded by mu
+	published time.Time             // augur stat's rows were last written; guarded by mu
 }
 
 // insideDir is what is known of one directory of large files.
@@ -97,6 +98,9 @@ const (
 	// insideInOrder is how many samples in a row a reader must read
 	// before it is taken to read in order.
 	insideInOrder = 4 * seed.MinSeen
+	// insideBroad is how many layouts, the likeliest, the broadest hint
+	// (every epoch of two seeds) is tried with.
+	insideBroad = 4
 	// insideLost is how many reads in a row a cursor may not expect
 	// before its stream is taken to have left it, and is learned anew.
 	insideLost = 32
@@ -283,44 +287,59 @@ func (in *inside) infer(req insideReq) (layout *seed.Records, found map[streamID
 			return nil, nil, false, "the reads fall on no layout of fixed records"
 		}
 	}
-	for _, lay := range layouts {
-		found := map[streamID]seed.Found{}
-		for id, srs := range req.reads {
-			var seen []int
-			for _, r := range srs {
-				if i, ok := lay.Index(r.File, r.Off, r.Size); ok {
-					seen = append(seen, i)
-				}
+	if grouped := slices.DeleteFunc(slices.Clone(layouts), func(l *seed.Records) bool { return l.Group == 1 }); len(grouped) > 0 {
+		// Groups in the reads: a layout without them would take a few
+		// groups in a row for a reader in order (and a reader in order
+		// whose workers read a batch each reads groups of a batch: the
+		// same prediction).
+		layouts = grouped
+	}
+	// The narrow hints over every layout before the broad one over the
+	// likeliest: thousands of candidates for each of hundreds of counts
+	// would take the learner seconds.
+	for k, h := range in.hints {
+		for j, lay := range layouts {
+			if k == len(in.hints)-1 && j >= insideBroad {
+				break
 			}
-			for _, h := range in.hints {
-				f, err := seed.Infer(lay.Len(), seen, h)
-				if err == nil && !f.Shuffle && distinct(seen) < insideInOrder {
-					// A few runs of samples in a row: a reader in order,
-					// or shuffled groups of contiguous samples.
-					tooFew, why = true, describeRecords(lay)+": too few samples yet to tell order from groups"
-					break
-				}
-				if err == nil {
-					found[id] = f
-					break
-				}
-				why = fmt.Sprintf("%s: %v", describeRecords(lay), err)
-				tooFew = tooFew || errors.Is(err, seed.ErrTooFew) || errors.Is(err, seed.ErrAmbiguous) ||
-					errors.Is(err, seed.ErrInconclusive)
+			got, few, w := in.samplers(lay, req.reads, h)
+			tooFew = tooFew || few
+			if w != "" {
+				why = w
 			}
-		}
-		if len(found) > 0 {
-			return lay, found, false, ""
-		}
-		if lay.Group > 1 {
-			// Groups in the reads: a layout without them would take a
-			// few groups in a row for a reader in order (and a reader
-			// in order whose workers read a batch each reads groups of
-			// a batch: the same prediction).
-			return nil, nil, true, why
+			if len(got) > 0 {
+				return lay, got, false, ""
+			}
 		}
 	}
 	return nil, nil, tooFew, why
+}
+
+// samplers are the DistributedSamplers hint h finds for the streams'
+// reads under layout lay; few says that more reads might find one.
+func (in *inside) samplers(lay *seed.Records, reads map[streamID][]seed.SampleRead, h seed.Hints) (found map[streamID]seed.Found, few bool, why string) {
+	found = map[streamID]seed.Found{}
+	for id, srs := range reads {
+		var seen []int
+		for _, r := range srs {
+			if i, ok := lay.Index(r.File, r.Off, r.Size); ok {
+				seen = append(seen, i)
+			}
+		}
+		f, err := seed.Infer(lay.Len(), seen, h)
+		switch {
+		case err == nil && !f.Shuffle && distinct(seen) < insideInOrder:
+			// A few runs of samples in a row: a reader in order, or
+			// shuffled groups of contiguous samples.
+			few, why = true, describeRecords(lay)+": too few samples yet to tell order from groups"
+		case err == nil:
+			found[id] = f
+		default:
+			why = fmt.Sprintf("%s: %v", describeRecords(lay), err)
+			few = few || errors.Is(err, seed.ErrTooFew) || errors.Is(err, seed.ErrAmbiguous) || errors.Is(err, seed.ErrInconclusive)
+		}
+	}
+	return found, few, why
 }
 
 // learned records what infer found.
@@ -444,6 +463,7 @@ func (cur *sampleCursor) advance(i int) bool {
 //
 // Preconditions: in.mu is held.
 func (in *inside) publish() {
+	in.published = time.Now()
 	var rows []StreamStats
 	for _, dir := range slices.Sorted(maps.Keys(in.dirs)) {
 		d := in.dirs[dir]

@@ -1,6 +1,14 @@
 package shim
 
-import "golang.org/x/sys/unix"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// insidePublish is how often augur stat's rows of the cursors are
+// written.
+const insidePublish = 500 * time.Millisecond
 
 // The prefetch of samples inside files: each cursor's next samples'
 // blocks are copied in the order its rank reads them, a few at a time
@@ -16,6 +24,9 @@ func (in *inside) pumpAll() {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if time.Since(in.published) > insidePublish {
+		in.publish() // the cursors' epochs and reads, for augur stat
+	}
 	for _, d := range in.dirs {
 		if d.layout == nil {
 			continue
