@@ -180,7 +180,11 @@ func (l *Leader) planInBackground() chan planned {
 // accesses could not be predicted.
 func (l *Leader) adopt(p planned) {
 	if p.err != nil {
-		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy", p.err)
+		also := ""
+		if l.inside != nil {
+			also = ", and the order of samples inside large files learned from their reads"
+		}
+		l.log.Warn().Msgf("clairvoyant policy: %v; using the reactive policy%s", p.err, also)
 		setU64(&l.seg.s.leader.fell_back, 1)
 		l.startReactive()
 	} else {
