@@ -220,13 +220,20 @@ func (inf *inference) judge(pos []int, f Found) (Found, bool) {
 	for _, p := range pos {
 		lo = min(lo, p)
 	}
+	g := 0
+	for _, p := range pos {
+		g = gcd(g, p-lo)
+	}
 	w := inf.h.Replicas
 	if w == 0 {
-		for _, p := range pos {
-			w = gcd(w, p-lo)
-		}
+		w = g
 	}
 	if w <= 0 {
+		return f, false
+	}
+	if g > w && g%w == 0 {
+		// One rank of a larger world: a world of w would read the
+		// positions between them too (rank 1 of 2 read as rank 0 of 1).
 		return f, false
 	}
 	r := lo % w

@@ -154,3 +154,21 @@ func BenchmarkInferEpochStart(b *testing.B) {
 		}
 	}
 }
+
+// A rank of a larger world than the hint's is not taken for a rank of
+// the hint's world: rank 1 of 2 reads every other position of the
+// permutation, which one rank of one would read all of.
+func TestInferRefusesASmallerWorld(t *testing.T) {
+	s, err := New(Spec{Sampler: KindDistributed, Len: 320, Seed: 42, Replicas: 2, Rank: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := s.Epoch(0)[:80]
+	if f, err := Infer(320, seen, Hints{Seeds: []int64{42}, EpochTo: 1, Replicas: 1, Rank: -1}); err == nil {
+		t.Errorf("rank 1 of 2 found as %+v under a hint of one rank", f)
+	}
+	f, err := Infer(320, seen, Hints{Seeds: []int64{42}, EpochTo: 1, Rank: -1})
+	if err != nil || f.Replicas != 2 || f.Rank != 1 || !f.Shuffle || f.Seed != 42 {
+		t.Errorf("without the hint: %+v, %v; want rank 1 of 2, seed 42", f, err)
+	}
+}

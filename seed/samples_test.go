@@ -47,7 +47,7 @@ func TestRecordLayoutsFindsTheRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Header != header || got[0].Stride != size || got[0].Len() != 512 {
+	if len(got) != 1 || got[0].Header() != header || got[0].Stride != size || got[0].Len() != 512 {
 		t.Fatalf("layouts %+v; want one: header %d, records of %d, 512 of them", got, header, size)
 	}
 	if _, err := RecordLayouts(files, sizes, reads[:10]); !errors.Is(err, ErrNoStride) {
@@ -79,5 +79,49 @@ func TestRecordLayoutsFindsGroups(t *testing.T) {
 	}
 	if i, ok := got[0].Index(1, 6*size, size); !ok || i != 17 {
 		t.Errorf("record 70 is in group %d, %v; want 17", i, ok)
+	}
+}
+
+// A chunked HDF5 dataset as h5py writes it: a chunk per sample from past
+// the root node of the chunk index, two nodes after chunk 64 and one after
+// chunk 121; the reads of the index's nodes cut the records into runs,
+// and until every node among them was read the runs do not add up.
+func TestRecordLayoutsRunsBetweenNodes(t *testing.T) {
+	const chunk, node, first = 65536, 3656, 10491464
+	at := func(i int) int64 {
+		o := int64(first) + int64(i)*chunk
+		if i >= 65 {
+			o += 2 * node
+		}
+		if i >= 122 {
+			o += node
+		}
+		return o
+	}
+	size := at(159) + chunk
+	meta := []SampleRead{{Off: 0, Size: 1400}, {Off: first - node, Size: node}, {Off: at(64) + chunk + node, Size: node}}
+	var reads []SampleRead
+	for _, i := range []int{3, 70, 130, 5, 99, 150, 12, 64, 65, 121, 122, 159, 40, 88, 140, 7, 111, 33} {
+		reads = append(reads, SampleRead{Off: at(i), Size: chunk})
+	}
+	if _, err := RecordLayouts([]string{"/d/a.h5"}, []int64{size}, append(meta, reads...)); !errors.Is(err, ErrUnsettled) {
+		t.Fatalf("with a node among the chunks not read: %v, want ErrUnsettled", err)
+	}
+	meta = append(meta, SampleRead{Off: at(64) + chunk, Size: node}, SampleRead{Off: at(121) + chunk, Size: node})
+	got, err := RecordLayouts([]string{"/d/a.h5"}, []int64{size}, append(meta, reads...))
+	if err != nil || len(got) == 0 {
+		t.Fatalf("layouts %v, %v", got, err)
+	}
+	r := got[0]
+	if r.Len() != 160 || len(r.Segs[0]) != 3 {
+		t.Fatalf("%d samples in %d runs, want 160 in 3", r.Len(), len(r.Segs[0]))
+	}
+	for _, i := range []int{0, 64, 65, 121, 122, 159} {
+		if j, ok := r.Index(0, at(i), chunk); !ok || j != i {
+			t.Errorf("chunk %d at %d: sample %d, %v", i, at(i), j, ok)
+		}
+		if f, off, n := r.Range(i); f != 0 || off != at(i) || n != chunk {
+			t.Errorf("Range(%d) = %d, %d, %d; want 0, %d, %d", i, f, off, n, at(i), chunk)
+		}
 	}
 }

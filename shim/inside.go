@@ -99,8 +99,9 @@ const (
 	// before it is taken to read in order.
 	insideInOrder = 4 * seed.MinSeen
 	// insideBroad is how many layouts, the likeliest, the broadest hint
-	// (every epoch of two seeds) is tried with.
-	insideBroad = 4
+	// (every epoch of two seeds) is tried with: the count of records is
+	// likely the files' whole room or a few more than the highest read.
+	insideBroad = 16
 	// insideLost is how many reads in a row a cursor may not expect
 	// before its stream is taken to have left it, and is learned anew.
 	insideLost = 32
@@ -263,8 +264,12 @@ func (in *inside) learner() {
 		case <-in.l.stop:
 			return
 		case req := <-in.learn:
+			t0 := time.Now()
 			layout, found, tooFew, why := in.infer(req)
-			in.learned(req, layout, found, tooFew, why)
+			took := time.Since(t0)
+			in.l.log.Debug().Msgf("samples inside files: %s: inference over %d streams' reads in %v: %d found, more wanted %v, %s",
+				req.d.dir, len(req.reads), took, len(found), tooFew, why)
+			in.learned(req, layout, found, tooFew, why, took)
 		}
 	}
 }
@@ -281,7 +286,7 @@ func (in *inside) infer(req insideReq) (layout *seed.Records, found map[streamID
 		}
 		var err error
 		if layouts, err = seed.RecordLayouts(req.files, req.sizes, all); err != nil {
-			return nil, nil, errors.Is(err, seed.ErrNoStride), err.Error()
+			return nil, nil, errors.Is(err, seed.ErrNoStride) || errors.Is(err, seed.ErrUnsettled), err.Error()
 		}
 		if len(layouts) == 0 {
 			return nil, nil, false, "the reads fall on no layout of fixed records"
@@ -296,10 +301,16 @@ func (in *inside) infer(req insideReq) (layout *seed.Records, found map[streamID
 	}
 	// The narrow hints over every layout before the broad one over the
 	// likeliest: thousands of candidates for each of hundreds of counts
-	// would take the learner seconds.
+	// would take the learner seconds. A reader in order explains a set of
+	// indices of a layout too large (or too small) as well as any: it is
+	// taken only when no layout has a shuffled sampler that does.
+	var inOrder *seed.Records
+	var inOrderFound map[streamID]seed.Found
+	untried := false
 	for k, h := range in.hints {
 		for j, lay := range layouts {
 			if k == len(in.hints)-1 && j >= insideBroad {
+				untried = true // a shuffled sampler may explain the reads under one of these
 				break
 			}
 			got, few, w := in.samplers(lay, req.reads, h)
@@ -307,12 +318,31 @@ func (in *inside) infer(req insideReq) (layout *seed.Records, found map[streamID
 			if w != "" {
 				why = w
 			}
-			if len(got) > 0 {
+			switch {
+			case shuffled(got):
 				return lay, got, false, ""
+			case len(got) > 0 && inOrder == nil:
+				inOrder, inOrderFound = lay, got
 			}
 		}
 	}
+	switch {
+	case inOrder != nil && !untried:
+		return inOrder, inOrderFound, false, ""
+	case inOrder != nil:
+		return nil, nil, true, describeRecords(inOrder) + ": read in order, or shuffled under a count not tried yet"
+	}
 	return nil, nil, tooFew, why
+}
+
+// shuffled says whether a sampler found is a shuffled one.
+func shuffled(found map[streamID]seed.Found) bool {
+	for _, f := range found {
+		if f.Shuffle {
+			return true
+		}
+	}
+	return false
 }
 
 // samplers are the DistributedSamplers hint h finds for the streams'
@@ -343,15 +373,18 @@ func (in *inside) samplers(lay *seed.Records, reads map[streamID][]seed.SampleRe
 }
 
 // learned records what infer found.
-func (in *inside) learned(req insideReq, layout *seed.Records, found map[streamID]seed.Found, tooFew bool, why string) {
+func (in *inside) learned(req insideReq, layout *seed.Records, found map[streamID]seed.Found, tooFew bool, why string, took time.Duration) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	d := req.d
 	d.asking = false
 	if layout == nil {
-		d.why = why
+		// The learner takes at most a fifth of a processor: the next
+		// inference waits four times what this one took, and a second
+		// when more reads would not tell more.
+		d.why, d.retryAt = why, time.Now().Add(4*took)
 		if !tooFew {
-			d.retryAt = time.Now().Add(time.Second)
+			d.retryAt = time.Now().Add(max(time.Second, 4*took))
 		}
 		return
 	}
@@ -398,11 +431,14 @@ func distinct(seen []int) int {
 func describeRecords(r *seed.Records) string {
 	dir := filepath.Dir(r.Files[0])
 	unit := ""
+	if n := len(r.Segs[0]); n > 1 {
+		unit = fmt.Sprintf(" (in %d runs between metadata)", n)
+	}
 	if r.Group > 1 {
-		unit = fmt.Sprintf(", a sample %d records in a row", r.Group)
+		unit += fmt.Sprintf(", a sample %d records in a row", r.Group)
 	}
 	return fmt.Sprintf("%s: %d samples, records of %s past %d bytes in %d files%s", dir, r.Len(),
-		FormatSize(r.Stride), r.Header, len(r.Files), unit)
+		FormatSize(r.Stride), r.Header(), len(r.Files), unit)
 }
 
 // setEpoch points cur's order at epoch e of a dataset of n samples.

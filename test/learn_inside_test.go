@@ -18,11 +18,10 @@ var learnInside = pyScript("learn_inside.py")
 // workers in a DistributedSampler's order, told nothing but the seed, and
 // requires augur stat to show each rank's sampler learned with the
 // layout of its samples (a contiguous dataset: fixed records, beside
-// another dataset of the file), for a job that starts at epoch 0, one
-// resumed at epoch 5, and one of two ranks; and every sample read to be
-// the bytes written. (A chunked dataset's chunks are fixed records only
-// until the chunk index first splits: h5py writes a B-tree node among
-// them every 64 chunks. Not learned yet: issue 45.)
+// another dataset of the file; a chunked one, a chunk per sample: records
+// in runs between the chunk index's nodes), for a job that starts at
+// epoch 0, one resumed at epoch 5, and one of two ranks; and every sample
+// read to be the bytes written.
 func TestClairvoyantLearnsSamplesInsideFiles(t *testing.T) {
 	needPython(t, "h5py", "numpy", "torch")
 	const files, per, seedValue = 2, 160, 42 // 10 MiB files: tiered in blocks
@@ -31,6 +30,7 @@ func TestClairvoyantLearnsSamplesInsideFiles(t *testing.T) {
 		first, ranks  int
 	}{
 		{"contiguous", "contig", 0, 1},
+		{"chunked", "chunked", 0, 1},
 		{"resumed-at-5", "contig", 5, 1},
 		{"two-ranks", "contig", 0, 2},
 	} {

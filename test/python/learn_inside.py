@@ -90,7 +90,9 @@ def read(d, name, first, epochs, seed):
         sampler.set_epoch(e)
         for batch in dl:
             for key, dg in batch:
-                print(e, rank, key, dg, flush=True)
+                # One write per line: the ranks share the output.
+                sys.stdout.write("%d %d %s %s\n" % (e, rank, key, dg))
+                sys.stdout.flush()
         if e == first:
             deadline = time.time() + 20
             while not learned(rank) and time.time() < deadline:
