@@ -100,6 +100,7 @@ AUGUR_EXPORT int augur_add_tier(const char *path)
 	    (!S_ISDIR(sb.st_mode) || sb.st_uid != augur_st.euid || (sb.st_mode & 022)))
 		path = "";
 	augur_st.sealed[augur_st.ntiers] = (uint8_t)sealed(path);
+	augur_st.tierlen[augur_st.ntiers] = strlen(path);
 	strcpy(augur_st.tiers[augur_st.ntiers++], path);
 	return 0;
 }

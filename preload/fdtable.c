@@ -44,6 +44,14 @@ AUGUR_HIDDEN void augur_fd_seen(int fd)
 		__atomic_store_n(&augur_fd_hwm, fd + 1, __ATOMIC_RELAXED);
 }
 
+/* set_path gives fd the path p (NULL: none) and frees the one it had; a
+ * descriptor served from a tier has none, and costs no exchange. */
+static void set_path(int fd, char *p)
+{
+	if (p || __atomic_load_n(&augur_fdpath[fd], __ATOMIC_RELAXED))
+		free(__atomic_exchange_n(&augur_fdpath[fd], p, __ATOMIC_ACQ_REL));
+}
+
 AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
 {
 	if (fd >= FD_MAX) {
@@ -53,7 +61,7 @@ AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
 	}
 	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot)
 		augur_tee_closed(fd); /* closed unseen (a raw system call) */
-	free(__atomic_exchange_n(&augur_fdpath[fd], tier < 0 && abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
+	set_path(fd, tier < 0 && abs ? strdup(abs) : NULL);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = augur_publish_gen()};
 	augur_fd_seen(fd);
 }
@@ -112,11 +120,6 @@ AUGUR_HIDDEN int augur_fd_tier(int fd)
 	return augur_fdtab[fd].tier;
 }
 
-/* FLUSH_BYTES is how much a descriptor reads before its bytes are added
- * to the segment's counters, rather than at its close: a DataLoader
- * worker exits holding its files open. */
-#define FLUSH_BYTES (1ull << 20)
-
 /* fd_flush adds e's bytes not yet counted to the segment's counters, if
  * they are at least least bytes; one thread of several wins the race. */
 static void fd_flush(struct fd_entry *e, uint64_t least)
@@ -131,12 +134,11 @@ static void fd_flush(struct fd_entry *e, uint64_t least)
 
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 {
-	if (n <= 0 || fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE)
-		return;
-	struct fd_entry *e = &augur_fdtab[fd];
-	__atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED);
-	fd_flush(e, FLUSH_BYTES);
+	if (augur_fd_tracked(fd))
+		augur_fd_count(fd, n);
 }
+
+AUGUR_HIDDEN void augur_fd_flush(int fd) { fd_flush(&augur_fdtab[fd], AUGUR_FLUSH_BYTES); }
 
 /* fd_flush_at_exit adds, when the process exits, the bytes its open
  * descriptors read since their last flush: a program that exits holding
@@ -159,7 +161,7 @@ static void fd_forget(int fd)
 	if (augur_fdtab[fd].kind == FD_DIR)
 		__atomic_store_n(&dirs[augur_fdtab[fd].slot].used, 0, __ATOMIC_RELEASE);
 	augur_fdtab[fd] = (struct fd_entry){0};
-	free(__atomic_exchange_n(&augur_fdpath[fd], NULL, __ATOMIC_ACQ_REL));
+	set_path(fd, NULL);
 }
 
 /* augur_fd_closed reports a tracked file's close and clears its entry.
@@ -257,7 +259,7 @@ AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off)
 		return 0;
 	int at = 0;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	struct augur_hold *h = abs ? augur_hold(abs) : NULL;
+	struct augur_hold *h = abs ? augur_hold(augur_key(abs)) : NULL;
 	if (e->tier < 0 && off >= -1 && h && __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST) == e->end_gen) {
 		if (off == -1) {
 			AUGUR_ERRNO_SAVE;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <limits.h>
+#include <string.h>
 #include <time.h>
 
 #include "segment.h"
@@ -152,6 +153,7 @@ struct augur_state {
 	size_t firstlen[AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
+	size_t tierlen[AUGUR_MAX_TIERS];
 	uint8_t sealed[AUGUR_MAX_TIERS];       /* see config.c's sealed() */
 	int every_open; /* compare each copy with its source before serving it */
 	uid_t euid; /* copies are served only if this user owns them */
@@ -177,17 +179,18 @@ AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
 /* Paths (paths.c). augur_classify turns (dirfd, path) into an absolute,
  * normal path in abs (PATH_MAX) and says what it is: a file inside a
  * dataset root, a root or a directory above one, or neither (abs is then
- * not set). */
+ * not set). augur_classify_n also gives abs's length in *len. */
 enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *abs, size_t *len);
 /* augur_classify_ns is augur_classify for the calls that change the
  * namespace: a relative path from a descriptor of a directory the table
  * does not know (opened before the job's roots were, or by a raw system
  * call) is resolved from the kernel's name of the directory. */
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
-/* augur_tier_path writes abs's copy's path in tier t to out; -1 if the
- * tier is not in use or the path does not fit. */
-AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap);
+/* augur_tier_path writes the copy's path in tier t of abs, of len bytes,
+ * to out; -1 if the tier is not in use or the path does not fit. */
+AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap);
 
 /* Per-thread guard: set while the shim itself calls libc, so re-entrant
  * calls pass straight through. */
@@ -312,6 +315,22 @@ AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off);
 #define AT_END_NEVER ((off_t)-2)
 AUGUR_HIDDEN int augur_fd_tier(int fd);
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
+
+/* AUGUR_FLUSH_BYTES is how much a descriptor reads before its bytes are
+ * added to the segment's counters (augur_fd_flush), rather than at its
+ * close: a DataLoader worker exits holding its files open. */
+#define AUGUR_FLUSH_BYTES (1ull << 20)
+AUGUR_HIDDEN void augur_fd_flush(int fd);
+
+/* augur_fd_count is augur_fd_account of a descriptor the table tracks
+ * (augur_fd_tracked), inline for the read wrappers. */
+static inline void augur_fd_count(int fd, ssize_t n)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	if (n > 0 && __atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED) -
+			     __atomic_load_n(&e->flushed, __ATOMIC_RELAXED) >= AUGUR_FLUSH_BYTES)
+		augur_fd_flush(fd);
+}
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
@@ -323,8 +342,9 @@ AUGUR_HIDDEN void augur_fd_seen(int fd);
 AUGUR_HIDDEN pid_t augur_self_pid(void);
 AUGUR_HIDDEN int augur_vforked(void);
 
-/* FNV-1a 64 of a path: the key of the pending and writes tables. */
-AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s);
+/* augur_key is the key of the dataset file abs in the segment's tables
+ * (augur_path_key). */
+static inline uint64_t augur_key(const char *abs) { return augur_path_key(abs, strlen(abs)); }
 
 /* augur_invalidate_abs drops every tier copy of the dataset file abs and
  * tells the leader (invalidate.c). */
@@ -333,8 +353,8 @@ AUGUR_HIDDEN void augur_invalidate_abs(const char *abs);
 /* Waits for a copy (waits.c): one in flight, one asked for; a change
  * waiting for a publication under way. The first two report whether they
  * waited (look for the copy again). */
-AUGUR_HIDDEN int augur_wait_pending(const char *abs);
-AUGUR_HIDDEN int augur_request_copy(const char *abs);
+AUGUR_HIDDEN int augur_wait_pending(uint64_t key);
+AUGUR_HIDDEN int augur_request_copy(const char *abs, size_t len, uint64_t key);
 AUGUR_HIDDEN void augur_await_publishers(const char *abs);
 AUGUR_HIDDEN void augur_await_all_publishers(void);
 /* augur_futex_wait sleeps while *w is v, at most ns (a futex shared
@@ -359,7 +379,7 @@ AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len);
 AUGUR_HIDDEN void augur_write_unmapped(void *addr, size_t len);
 AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
 AUGUR_HIDDEN void augur_write_adopt(void);
-AUGUR_HIDDEN int augur_write_held(const char *abs);
+AUGUR_HIDDEN int augur_write_held(uint64_t key);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
 /* augur_emit appends an event to the ring (flags: AUGUR_EVF_*); 0 if it
  * was dropped (no segment, or the ring is full). */
@@ -392,7 +412,7 @@ AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, cha
 AUGUR_HIDDEN int augur_trusted(int fd, int t, const char *abs);
 
 /* tee.c: a first read that makes the copy. */
-AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);
+AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs, size_t len, uint64_t key);
 AUGUR_HIDDEN uint64_t augur_tee_enter(int fd);
 AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struct iovec *iov, int cnt, ssize_t n);
 AUGUR_HIDDEN void augur_tee_stop(int fd);
@@ -402,9 +422,9 @@ AUGUR_HIDDEN int augur_tee_map(int fd, const void *map, off_t off, size_t len);
 AUGUR_HIDDEN void augur_tee_before_fork(int hwm);
 AUGUR_HIDDEN void augur_tee_after_fork(int hwm);
 
-/* augur_hold is the writes table's entry of the files hashed as abs
+/* augur_hold is the writes table's entry of the files keyed key
  * (struct augur_hold), or NULL without a segment. */
-AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs);
+AUGUR_HIDDEN struct augur_hold *augur_hold(uint64_t key);
 
 /* augur_source_of writes into out (PATH_MAX) the source path of a
  * descriptor served from a tier, and reports whether fd is one. */

@@ -25,11 +25,19 @@
  * and its bytes to the tee of one that tees (tee.c): TEE says
  * where they are, from the call's own arguments and its result n. A
  * descriptor of a large file tiered in blocks reads through BIG
- * (blocks.c), where the call's arguments are ones the kernel takes. */
+ * (blocks.c), where the call's arguments are ones the kernel takes. A
+ * descriptor served from a tier has none of these (a copy has no copy
+ * to move to, no blocks, no tee, no end its tee knows): its reads are
+ * only counted. */
 #define READ_WRAPPER(ret, fn, TEE, POS, BIG, fd, ...)              \
 	{                                                          \
 		if (!augur_fd_tracked(fd))                         \
 			return CALL_REAL(fn, -1, __VA_ARGS__);     \
+		if (augur_fdtab[fd].tier >= 0) {                   \
+			ret n = CALL_REAL(fn, -1, __VA_ARGS__);   \
+			augur_fd_count(fd, (ssize_t)n);            \
+			return n;                                  \
+		}                                                  \
 		augur_fd_before_read(fd);                          \
 		if (augur_fdtab[fd].big) {                         \
 			BIG;                                       \
@@ -38,7 +46,7 @@
 			return 0;                                  \
 		uint64_t tee_ = augur_tee_enter(fd);               \
 		ret n = CALL_REAL(fn, -1, __VA_ARGS__);           \
-		augur_fd_account(fd, (ssize_t)n);                  \
+		augur_fd_count(fd, (ssize_t)n);                    \
 		if (tee_)                                          \
 			TEE;                                       \
 		return n;                                          \

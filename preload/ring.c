@@ -1,23 +1,12 @@
 /*
  * ring.c — the event ring: every open, close and request of every process
  * of the job, appended lock-free to a ring in the job's segment, which
- * the leader reads (shim/ring.go) to learn each rank's cursor. Also the
- * FNV-1a hash that keys the segment's per-file tables.
+ * the leader reads (shim/ring.go) to learn each rank's cursor.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s)
-{
-	uint64_t h = 14695981039346656037ULL; /* FNV-1a 64, as Go's hash/fnv */
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
 
 /*
  * Ranks. Every launcher leaves the process's global rank in its

@@ -22,6 +22,12 @@ const (
 	EvStream     = C.AUGUR_EV_STREAM
 )
 
+// The opens whose events the leader asks for (struct augur_leader.want_opens).
+const (
+	wantServed   = C.AUGUR_WANT_SERVED   // served from a tier
+	wantOriginal = C.AUGUR_WANT_ORIGINAL // of the original
+)
+
 // Event is one access reported by the data plane.
 type Event struct {
 	Kind      int
