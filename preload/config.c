@@ -33,13 +33,7 @@ AUGUR_EXPORT int augur_add_root(const char *path)
 	memcpy(augur_st.roots[augur_st.nroots], path, n);
 	augur_st.roots[augur_st.nroots][n] = 0;
 	augur_st.rootlen[augur_st.nroots] = n == 1 ? 0 : n; /* "/" matches every path */
-	size_t f = strcspn(path + 1, "/");
-	if (n > 1 && f < sizeof(augur_st.first[0])) {
-		memcpy(augur_st.first[augur_st.nroots], path + 1, f);
-		augur_st.firstlen[augur_st.nroots] = f;
-	} else {
-		augur_st.firstlen[augur_st.nroots] = 0; /* never rejects */
-	}
+	augur_mark_root(augur_st.nroots);
 	augur_st.nroots++;
 	return 0;
 }
@@ -173,15 +167,5 @@ static int wait_for_go(void)
 	return 0;
 }
 
-AUGUR_HIDDEN int augur_active(void)
-{
-	if (augur_guard)
-		return 0;
-	int c = __atomic_load_n(&augur_st.cfg, __ATOMIC_ACQUIRE);
-	if (c == AUGUR_CFG_ON)
-		return augur_st.nroots > 0;
-	if (c == AUGUR_CFG_OFF)
-		return 0;
-	return wait_for_go() && augur_st.nroots > 0;
-}
+AUGUR_HIDDEN int augur_active_wait(void) { return wait_for_go() && augur_st.nroots > 0; }
 

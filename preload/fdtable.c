@@ -33,23 +33,39 @@ static struct {
 	char path[PATH_MAX];
 } dirs[DIR_SLOTS];
 
-AUGUR_HIDDEN uint32_t augur_publish_gen(void)
-{
-	return augur_st.seg ? (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
-}
-
 AUGUR_HIDDEN void augur_fd_seen(int fd)
 {
 	if (fd >= __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED))
 		__atomic_store_n(&augur_fd_hwm, fd + 1, __ATOMIC_RELAXED);
 }
 
-/* set_path gives fd the path p (NULL: none) and frees the one it had; a
- * descriptor served from a tier has none, and costs no exchange. */
-static void set_path(int fd, char *p)
+/* Descriptors' paths are kept in a buffer of the table's own where they
+ * fit (a malloc at the open of an original and a free at its close cost
+ * it some 230 instructions), else on the heap. */
+#define FD_NAME 128
+static char fd_names[FD_MAX][FD_NAME];
+
+AUGUR_HIDDEN void augur_fd_drop_path(char *p)
 {
+	uintptr_t a = (uintptr_t)p, names = (uintptr_t)fd_names;
+	if (a - names >= sizeof(fd_names))
+		free(p);
+}
+
+/* augur_fd_path gives fd a copy of abs as its path (NULL: none) and drops
+ * the one it had; a descriptor served from a tier has none, and costs no
+ * exchange. */
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs)
+{
+	char *p = NULL;
+	if (abs) {
+		size_t n = strlen(abs);
+		p = n < FD_NAME ? fd_names[fd] : malloc(n + 1);
+		if (p)
+			memcpy(p, abs, n + 1);
+	}
 	if (p || __atomic_load_n(&augur_fdpath[fd], __ATOMIC_RELAXED))
-		free(__atomic_exchange_n(&augur_fdpath[fd], p, __ATOMIC_ACQ_REL));
+		augur_fd_drop_path(__atomic_exchange_n(&augur_fdpath[fd], p, __ATOMIC_ACQ_REL));
 }
 
 AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
@@ -61,7 +77,8 @@ AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
 	}
 	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot)
 		augur_tee_closed(fd); /* closed unseen (a raw system call) */
-	set_path(fd, tier < 0 && abs ? strdup(abs) : NULL);
+	if (tier < 0 || augur_fdpath[fd]) /* inline: a descriptor of a copy has none */
+		augur_fd_path(fd, tier < 0 ? abs : NULL);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = augur_publish_gen()};
 	augur_fd_seen(fd);
 }
@@ -161,7 +178,7 @@ static void fd_forget(int fd)
 	if (augur_fdtab[fd].kind == FD_DIR)
 		__atomic_store_n(&dirs[augur_fdtab[fd].slot].used, 0, __ATOMIC_RELEASE);
 	augur_fdtab[fd] = (struct fd_entry){0};
-	set_path(fd, NULL);
+	augur_fd_path(fd, NULL);
 }
 
 /* augur_fd_closed reports a tracked file's close and clears its entry.
@@ -184,7 +201,7 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 		augur_write_closed(e, abs);
 		augur_guard--;
 		AUGUR_ERRNO_RESTORE;
-		free(abs);
+		augur_fd_drop_path(abs);
 		return;
 	}
 	fd_forget(fd);
@@ -194,7 +211,7 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
 	__atomic_fetch_add(&augur_st.seg->counters.bytes[slot], e.bytes - e.flushed, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&augur_st.seg->leader.want_closes, __ATOMIC_RELAXED))
-		augur_emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "", 0);
+		augur_emit_n(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "", 0, 0);
 	AUGUR_ERRNO_RESTORE;
 }
 
@@ -221,23 +238,6 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	} else if (e.kind == FD_DIR) {
 		augur_fd_track_dir(newfd, dirs[e.slot].path);
 	}
-}
-
-/* augur_fd_before_read lets a descriptor of an original find its large
- * file's blocks, entered since it last looked, or move to a copy
- * published since. Two loads and compares otherwise. A descriptor that
- * tees makes its file's copy, and a large file has none: there is none
- * to move to. */
-AUGUR_HIDDEN void augur_fd_before_read(int fd)
-{
-	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier >= 0)
-		return;
-	struct fd_entry *e = &augur_fdtab[fd];
-	struct augur_segment *seg = augur_st.seg;
-	if (seg && e->bgen != (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE))
-		augur_big_look(fd, __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE));
-	if (!e->slot && !e->big && e->gen != augur_publish_gen())
-		augur_migrate(fd);
 }
 
 /*

@@ -147,10 +147,11 @@ struct augur_state {
 	int nroots;
 	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
 	size_t rootlen[AUGUR_MAX_ROOTS];
-	/* Each root's first component ("pfs" of /pfs/imagenet), for the
-	 * quick rejection of absolute paths elsewhere (paths.c). */
-	char first[AUGUR_MAX_ROOTS][256];
-	size_t firstlen[AUGUR_MAX_ROOTS];
+	/* Each root as its copies' paths begin under a tier's files/, "@"
+	 * after every directory ("/pfs@/imagenet@"; paths.c): most of a
+	 * copy's path, made once. */
+	char *marked[AUGUR_MAX_ROOTS];
+	size_t markedlen[AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
 	size_t tierlen[AUGUR_MAX_TIERS];
@@ -179,15 +180,20 @@ AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
 /* Paths (paths.c). augur_classify turns (dirfd, path) into an absolute,
  * normal path in abs (PATH_MAX) and says what it is: a file inside a
  * dataset root, a root or a directory above one, or neither (abs is then
- * not set). augur_classify_n also gives abs's length in *len. */
+ * not set). augur_classify_n, for opens, copies nothing: *abs is path
+ * itself or buf, *len its length. augur_classify_normal is its quick
+ * answer for a path already absolute and normal, -1 for any other. */
 enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
-AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *abs, size_t *len);
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, const char **abs, size_t *len);
+AUGUR_HIDDEN int augur_classify_normal(const char *path, size_t *len);
 /* augur_classify_ns is augur_classify for the calls that change the
  * namespace: a relative path from a descriptor of a directory the table
  * does not know (opened before the job's roots were, or by a raw system
  * call) is resolved from the kernel's name of the directory. */
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
+/* augur_mark_root makes root i's marked form (augur_state.marked). */
+AUGUR_HIDDEN void augur_mark_root(int i);
 /* augur_tier_path writes the copy's path in tier t of abs, of len bytes,
  * to out; -1 if the tier is not in use or the path does not fit. */
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap);
@@ -198,8 +204,18 @@ AUGUR_HIDDEN extern AUGUR_TLS int augur_guard;
 
 /* augur_active reports whether path-level interception is on for this
  * call: configured, not disabled, not re-entered. It may wait, once per
- * process, for the Go side to publish the configuration. */
-AUGUR_HIDDEN int augur_active(void);
+ * process, for the Go side to publish the configuration
+ * (augur_active_wait, config.c). */
+AUGUR_HIDDEN int augur_active_wait(void);
+static inline int augur_active(void)
+{
+	if (augur_guard)
+		return 0;
+	int c = __atomic_load_n(&augur_st.cfg, __ATOMIC_ACQUIRE);
+	if (c == AUGUR_CFG_ON)
+		return augur_st.nroots > 0;
+	return c != AUGUR_CFG_OFF && augur_active_wait();
+}
 
 /* augur_open is the single implementation behind every open-family
  * wrapper. has_mode says whether mode is meaningful (O_CREAT/O_TMPFILE). */
@@ -280,8 +296,12 @@ struct fd_entry {
 };
 AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
 /* The path of each descriptor served from the original, or written
- * (FD_WRITE); owned by the table, freed when the entry goes. */
+ * (FD_WRITE); owned by the table, dropped when the entry goes:
+ * augur_fd_path sets it (a copy of abs, or NULL), augur_fd_drop_path
+ * drops one taken from the table. */
 AUGUR_HIDDEN extern char *augur_fdpath[FD_MAX];
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs);
+AUGUR_HIDDEN void augur_fd_drop_path(char *p);
 
 /* A descriptor of a large file served from its blocks (blocks.c): its
  * entry's key, and where its last read ended and how many in a row
@@ -304,10 +324,7 @@ AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs);
 AUGUR_HIDDEN void augur_fd_track_dir(int fd, const char *abs);
 AUGUR_HIDDEN const char *augur_fd_dir_path(int fd);
 AUGUR_HIDDEN int augur_fd_after_fork(void);
-/* augur_publish_gen is the leader's count of copies published. */
-AUGUR_HIDDEN uint32_t augur_publish_gen(void);
 AUGUR_HIDDEN void augur_migrate(int fd);
-AUGUR_HIDDEN void augur_fd_before_read(int fd);
 /* augur_fd_at_end says whether a read of fd at off (-1: its offset; below
  * -1: a call it does not apply to) is answered end of file without the
  * shared filesystem (fdtable.c). */
@@ -334,6 +351,12 @@ static inline void augur_fd_count(int fd, ssize_t n)
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
+
+/* augur_publish_gen is the leader's count of copies published. */
+static inline uint32_t augur_publish_gen(void)
+{
+	return augur_st.seg ? (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
+}
 
 /* augur_fd_seen raises the highest descriptor number tracked. */
 AUGUR_HIDDEN void augur_fd_seen(int fd);
@@ -382,8 +405,14 @@ AUGUR_HIDDEN void augur_write_adopt(void);
 AUGUR_HIDDEN int augur_write_held(uint64_t key);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
 /* augur_emit appends an event to the ring (flags: AUGUR_EVF_*); 0 if it
- * was dropped (no segment, or the ring is full). */
-AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags);
+ * was dropped (no segment, or the ring is full). augur_emit_n is it for
+ * a path of len bytes. */
+AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, size_t len,
+			      uint16_t flags);
+static inline int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags)
+{
+	return augur_emit_n(kind, tier, fd, bytes, abs, strlen(abs), flags);
+}
 
 /* augur_tee_path writes the path of tee n of process pid (struct
  * augur_tee_header) to out; -1 if it does not fit. */
@@ -406,6 +435,23 @@ AUGUR_HIDDEN ssize_t augur_big_read(int fd, void *buf, size_t count, off_t off);
 AUGUR_HIDDEN ssize_t augur_big_copy(int in, off64_t *inoff, int out, off64_t *outoff, size_t count);
 AUGUR_HIDDEN int augur_big_map(int fd, off_t off, size_t len);
 AUGUR_HIDDEN void augur_big_invalidate(const char *abs);
+
+/* augur_fd_before_read lets a descriptor of an original find its large
+ * file's blocks, entered since it last looked, or move to a copy
+ * published since. Two loads and compares otherwise, inline for the read
+ * wrappers. A descriptor that tees makes its file's copy, and a large
+ * file has none: there is none to move to. */
+static inline void augur_fd_before_read(int fd)
+{
+	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier >= 0)
+		return;
+	struct fd_entry *e = &augur_fdtab[fd];
+	struct augur_segment *seg = augur_st.seg;
+	if (seg && e->bgen != (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE))
+		augur_big_look(fd, __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE));
+	if (!e->slot && !e->big && e->gen != augur_publish_gen())
+		augur_migrate(fd);
+}
 AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap);
 /* augur_trusted says whether the tier file open as fd, in tier t, may be
  * served for abs (serve.c); it closes fd when not. */

@@ -88,8 +88,7 @@ static inline __attribute__((always_inline)) int classify_abs(const char *abs, s
 		const char *r = augur_st.roots[i];
 		if (len > rl && abs[rl] == '/' && same_bytes(abs, r, rl))
 			return AUGUR_PATH_FILE;
-		if (rl >= len && memcmp(abs, r, len) == 0 &&
-		    (r[len] == 0 || r[len] == '/' || len == 1))
+		if (rl >= len && (r[len] == 0 || r[len] == '/' || len == 1) && same_bytes(abs, r, len))
 			cls = AUGUR_PATH_ABOVE;
 	}
 	return cls;
@@ -106,30 +105,6 @@ static const char *base_of(int dirfd, char *cwd)
 		return cwd;
 	}
 	return augur_fd_dir_path(dirfd);
-}
-
-/*
- * first_differs is the fast answer for most paths a program opens: a
- * normal absolute path (see clean_length) whose first component is the
- * first component of no root can be under no root and above none. Only a
- * normal path: "/usr/../data/x" is under a root "/data".
- */
-static int first_differs(const char *path)
-{
-	const char *p = path + 1;
-	if (*p == 0)
-		return 0; /* "/" is above every root */
-	for (int i = 0; i < augur_st.nroots; i++) {
-		const char *f = augur_st.first[i];
-		size_t n = augur_st.firstlen[i], k = 0; /* a short compare: no call */
-		if (n == 0)
-			return 0;
-		while (k < n && f[k] == p[k])
-			k++;
-		if (k == n && (p[k] == '/' || p[k] == 0))
-			return 0;
-	}
-	return 1;
 }
 
 /*
@@ -152,31 +127,39 @@ static int names_dir(const char *path)
 static int resolve_slow(int dirfd, const char *path, char *abs, size_t *len);
 
 /*
- * augur_classify_n turns (dirfd, path) into an absolute, normalised path in abs,
- * of *len bytes, and classifies it. A path with ".." under a root is
- * resolved again with realpath(3) of its parent directory, so that a
- * symlink before the ".." is followed as the kernel would. A normal
- * absolute path, the common case, names a directory by its form (see
- * names_dir) only if it is "/".
+ * augur_classify_normal classifies path, of *len bytes, if it is absolute
+ * and already normal (clean_length), as most paths a program opens are,
+ * and answers -1 for any other: only augur_classify_n can tell
+ * ("/usr/../data/x" is under a root "/data"). A normal absolute path
+ * names a directory by its form (see names_dir) only if it is "/".
  */
-AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *abs, size_t *len)
+AUGUR_HIDDEN int augur_classify_normal(const char *path, size_t *len)
 {
+	int n = path && path[0] == '/' ? clean_length(path) : -1;
+	if (n < 0)
+		return -1;
+	*len = (size_t)n;
+	int cls = classify_abs(path, (size_t)n);
+	return cls == AUGUR_PATH_FILE && n == 1 ? AUGUR_PATH_ABOVE : cls; /* "/", under a root "/" */
+}
+
+/*
+ * augur_classify_n turns (dirfd, path) into an absolute, normalised path,
+ * of *len bytes, and classifies it: *abs is path itself where it is one
+ * already, else buf (PATH_MAX), which holds it. A path with ".." under a
+ * root is resolved again with realpath(3) of its parent directory, so
+ * that a symlink before the ".." is followed as the kernel would.
+ */
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, const char **abs, size_t *len)
+{
+	int cls = augur_classify_normal(path, len);
+	*abs = path;
+	if (cls >= 0)
+		return cls;
 	if (!path || !*path)
 		return AUGUR_PATH_OTHER;
-	if (path[0] == '/') {
-		int n = clean_length(path);
-		if (n >= 0) {
-			if (first_differs(path))
-				return AUGUR_PATH_OTHER;
-			int cls = classify_abs(path, (size_t)n);
-			if (cls != AUGUR_PATH_OTHER) {
-				memcpy(abs, path, (size_t)n + 1);
-				*len = (size_t)n;
-			}
-			return cls == AUGUR_PATH_FILE && n == 1 ? AUGUR_PATH_ABOVE : cls; /* "/", under a root "/" */
-		}
-	}
-	int cls = resolve_slow(dirfd, path, abs, len);
+	*abs = buf;
+	cls = resolve_slow(dirfd, path, buf, len);
 	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
 }
 
@@ -218,8 +201,12 @@ static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, c
 
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs)
 {
+	const char *a;
 	size_t len;
-	return augur_classify_n(dirfd, path, abs, &len);
+	int cls = augur_classify_n(dirfd, path, abs, &a, &len);
+	if (cls != AUGUR_PATH_OTHER && a != abs)
+		memcpy(abs, a, len + 1);
+	return cls;
 }
 
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
@@ -253,7 +240,41 @@ AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, 
 		return -1;
 	memcpy(out, augur_st.tiers[t], n);
 	memcpy(out + n, "/files", 6);
-	return marked_copy(out, n + 6, cap, abs, len);
+	n += 6;
+	/* Under a root, the root's part is made already: what follows it
+	 * is marked the same whatever precedes it. The room it takes was
+	 * checked when it was made, and the rest is checked against the
+	 * whole (cap). */
+	for (int i = 0; i < augur_st.nroots; i++) {
+		size_t rl = augur_st.rootlen[i], ml = augur_st.markedlen[i];
+		if (rl && len > rl && abs[rl] == '/' && augur_st.marked[i] && n + ml < cap &&
+		    same_bytes(abs, augur_st.roots[i], rl)) {
+			memcpy(out + n, augur_st.marked[i], ml);
+			return marked_copy(out, n + ml, cap, abs + rl, len - rl);
+		}
+	}
+	return marked_copy(out, n, cap, abs, len);
+}
+
+/* augur_mark_root makes root i's part of its files' copies' paths: the
+ * root with "@" after each directory and after itself. Without the
+ * memory for it, copies' paths are made whole. */
+AUGUR_HIDDEN void augur_mark_root(int i)
+{
+	const char *r = augur_st.roots[i];
+	size_t rl = augur_st.rootlen[i], m = 0;
+	char *out = rl ? malloc(2 * rl + 2) : NULL;
+	if (!out)
+		return;
+	for (size_t k = 0; k < rl; k++) {
+		if (k > 0 && r[k] == '/')
+			out[m++] = '@';
+		out[m++] = r[k];
+	}
+	out[m++] = '@';
+	out[m] = 0;
+	augur_st.marked[i] = out;
+	augur_st.markedlen[i] = m;
 }
 
 /* augur_tier_path_in is augur_tier_path under the tier's directory dir:

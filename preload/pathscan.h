@@ -50,12 +50,14 @@ static inline int clean_length(const char *path)
 	unsigned skip = ~0u << off;
 	for (size_t at = 0; at <= PATH_MAX + 16; at += 16, skip = ~0u) {
 		__m128i v = _mm_load_si128((const __m128i *)(blk + at));
-		unsigned s = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) & skip;
-		unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nul)) & skip;
-		unsigned d = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, dot));
-		unsigned upto = z ? z ^ (z - 1) : 0xffffu; /* bytes up to the end */
-		unsigned after = (s | d | z) & upto;       /* may not follow a slash */
-		if ((carry & after) || (s & upto & (after >> 1)))
+		__m128i vs = _mm_cmpeq_epi8(v, slash), vz = _mm_cmpeq_epi8(v, nul);
+		unsigned s = (unsigned)_mm_movemask_epi8(vs) & skip;
+		unsigned z = (unsigned)_mm_movemask_epi8(vz) & skip;
+		/* may not follow a slash: a slash, a dot, the end */
+		unsigned f = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(vs, vz), _mm_cmpeq_epi8(v, dot)));
+		if (z)
+			s &= (z & -z) - 1; /* the slashes before the end */
+		if ((s & (f >> 1)) | (carry & f))
 			return clean_length_bytes(path);
 		if (z) {
 			size_t n = at + (size_t)__builtin_ctz(z) - off;

@@ -54,9 +54,10 @@ static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
 	__atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
 }
 
-/* augur_emit appends one event; when the ring is full it drops the event
+/* augur_emit_n appends one event; when the ring is full it drops the event
  * and counts it: the leader is behind, and training must not wait for it. */
-AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags)
+AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, size_t len,
+			      uint16_t flags)
 {
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
@@ -74,7 +75,6 @@ AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, con
 			break;
 	}
 	struct augur_event *ev = &r->slots[head & (AUGUR_RING_SLOTS - 1)];
-	size_t len = strlen(abs);
 	ev->bytes = bytes;
 	ev->kind = kind;
 	ev->tier = tier;

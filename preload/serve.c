@@ -162,7 +162,7 @@ static int held(uint64_t key)
  * (-1: the original), which tees if tee (augur_tee_begin's): descriptor
  * table, counters, and the event if the leader reads such opens
  * (want_opens) or the reader tees. */
-static void opened(int fd, int tier, const char *abs, int tee)
+static void opened(int fd, int tier, const char *abs, size_t len, int tee)
 {
 	augur_fd_track_file(fd, tier, abs);
 	if (fd < FD_MAX)
@@ -173,7 +173,7 @@ static void opened(int fd, int tier, const char *abs, int tee)
 	__atomic_fetch_add(tier >= 0 ? &seg->counters.hits[tier] : &seg->counters.misses, 1, __ATOMIC_RELAXED);
 	uint64_t want = __atomic_load_n(&seg->leader.want_opens, __ATOMIC_RELAXED);
 	if (tee || (want & (tier >= 0 ? AUGUR_WANT_SERVED : AUGUR_WANT_ORIGINAL)))
-		augur_emit(AUGUR_EV_OPEN, tier, fd, 0, abs, tee ? AUGUR_EVF_TEE : 0);
+		augur_emit_n(AUGUR_EV_OPEN, tier, fd, 0, abs, len, tee ? AUGUR_EVF_TEE : 0);
 }
 
 /* open_read is augur_open for a read-only open of the dataset file abs
@@ -202,7 +202,7 @@ static int open_read(int dirfd, const char *path, int flags, mode_t mode, const 
 		/* No copy, none made for this reader: its reads may make it
 		 * (tee.c). */
 		int tee = serve && tier < 0 ? augur_tee_begin(fd, abs, len, key) : 0;
-		opened(fd, tier, abs, tee);
+		opened(fd, tier, abs, len, tee);
 		AUGUR_ERRNO_RESTORE;
 	}
 	return fd;
@@ -227,18 +227,22 @@ static int open_write(int dirfd, const char *path, int flags, mode_t mode, int c
 	int fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
 	if (named && (w >= 0 || fd >= 0)) {
 		AUGUR_ERRNO_SAVE;
-		augur_write_opened(w, fd, abs);
+		augur_write_opened(w, fd, cls == AUGUR_PATH_FILE ? abs : NULL);
 		AUGUR_ERRNO_RESTORE;
 	}
 	return fd;
 }
 
-AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
+/* open_classified is augur_open for any open but a read-only one of a
+ * path under no root, of class cls and len bytes (-1: not known yet). */
+static __attribute__((noinline)) int open_classified(int dirfd, const char *path, int flags, mode_t mode, int cls,
+						     size_t len)
 {
-	char abs[PATH_MAX];
-	size_t len = 0;
+	char buf[PATH_MAX];
+	const char *abs = path;
 	augur_guard++;
-	int cls = augur_classify_n(dirfd, path, abs, &len);
+	if (cls < 0)
+		cls = augur_classify_n(dirfd, path, buf, &abs, &len);
 	int fd;
 	if (is_write_open(flags)) {
 		fd = open_write(dirfd, path, flags, mode, cls, abs);
@@ -256,6 +260,15 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	augur_guard--;
 	return fd;
+}
+
+AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	size_t len = 0;
+	int cls = augur_classify_normal(path, &len);
+	if (cls == AUGUR_PATH_OTHER && !is_write_open(flags))
+		return CALL_REAL(openat, -1, dirfd, path, flags, mode);
+	return open_classified(dirfd, path, flags, mode, cls, len);
 }
 
 AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs)
@@ -287,13 +300,14 @@ AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path)
 
 AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 {
-	char abs[PATH_MAX];
+	char buf[PATH_MAX];
 	if (fd < 0)
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
+	const char *abs;
 	size_t len;
-	if (augur_classify_n(AT_FDCWD, path, abs, &len) == AUGUR_PATH_FILE) {
+	if (augur_classify_n(AT_FDCWD, path, buf, &abs, &len) == AUGUR_PATH_FILE) {
 		int tier = -1;
 		uint64_t key = augur_path_key(abs, len);
 		int copy = leader_ready() && !held(key) ? open_copy(abs, len, key, O_RDONLY | O_CLOEXEC, &tier) : -1;
@@ -303,7 +317,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		opened(fd, tier, abs, 0);
+		opened(fd, tier, abs, len, 0);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
@@ -340,7 +354,7 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		    augur_real.fcntl(copy, F_SETFL, fl & (O_NONBLOCK | O_NOATIME)) >= 0 &&
 		    augur_real.dup3(copy, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd) {
 			e->tier = (int8_t)tier;
-			free(__atomic_exchange_n(&augur_fdpath[fd], NULL, __ATOMIC_ACQ_REL));
+			augur_fd_path(fd, NULL);
 			if (augur_st.seg)
 				__atomic_fetch_add(&augur_st.seg->counters.migrated, 1, __ATOMIC_RELAXED);
 		}
