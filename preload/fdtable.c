@@ -52,23 +52,23 @@ AUGUR_HIDDEN void augur_fd_drop_path(char *p)
 		free(p);
 }
 
-/* augur_fd_path gives fd a copy of abs as its path (NULL: none) and drops
- * the one it had; a descriptor served from a tier has none, and costs no
- * exchange. */
-AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs)
+/* augur_fd_path gives fd a copy of abs, of len bytes, as its path (NULL:
+ * none) and drops the one it had. */
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs, size_t len)
 {
 	char *p = NULL;
 	if (abs) {
-		size_t n = strlen(abs);
-		p = n < FD_NAME ? fd_names[fd] : malloc(n + 1);
+		p = len < FD_NAME ? fd_names[fd] : malloc(len + 1);
 		if (p)
-			memcpy(p, abs, n + 1);
+			memcpy(p, abs, len + 1);
 	}
-	if (p || __atomic_load_n(&augur_fdpath[fd], __ATOMIC_RELAXED))
+	if (__atomic_load_n(&augur_fdpath[fd], __ATOMIC_RELAXED))
 		augur_fd_drop_path(__atomic_exchange_n(&augur_fdpath[fd], p, __ATOMIC_ACQ_REL));
+	else
+		__atomic_store_n(&augur_fdpath[fd], p, __ATOMIC_RELEASE);
 }
 
-AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
+AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs, size_t len)
 {
 	if (fd >= FD_MAX) {
 		if (augur_st.seg)
@@ -77,8 +77,11 @@ AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
 	}
 	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot)
 		augur_tee_closed(fd); /* closed unseen (a raw system call) */
-	if (tier < 0 || augur_fdpath[fd]) /* inline: a descriptor of a copy has none */
-		augur_fd_path(fd, tier < 0 ? abs : NULL);
+	/* An original's path, to move to its copy or read its blocks: only
+	 * where the leader copies (a descriptor of a copy has none). */
+	int keep = tier < 0 && augur_st.seg && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_RELAXED);
+	if (keep || augur_fdpath[fd])
+		augur_fd_path(fd, keep ? abs : NULL, len);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = augur_publish_gen()};
 	augur_fd_seen(fd);
 }
@@ -178,7 +181,30 @@ static void fd_forget(int fd)
 	if (augur_fdtab[fd].kind == FD_DIR)
 		__atomic_store_n(&dirs[augur_fdtab[fd].slot].used, 0, __ATOMIC_RELEASE);
 	augur_fdtab[fd] = (struct fd_entry){0};
-	augur_fd_path(fd, NULL);
+	augur_fd_path(fd, NULL, 0);
+}
+
+/* file_closed reports the close of a dataset file's descriptor: the bytes
+ * read through it not counted yet, and the event where the leader reads
+ * closes; and clears its entry. */
+static void file_closed(int fd)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	if (e->slot && !augur_vforked())
+		augur_tee_closed(fd);
+	int tier = e->tier;
+	uint64_t bytes = e->bytes, unflushed = e->bytes - e->flushed;
+	*e = (struct fd_entry){0};
+	if (augur_fdpath[fd])
+		augur_fd_path(fd, NULL, 0);
+	struct augur_segment *seg = augur_st.seg;
+	if (!seg)
+		return;
+	AUGUR_ERRNO_SAVE;
+	__atomic_fetch_add(&seg->counters.bytes[tier >= 0 ? tier : AUGUR_MAX_TIERS], unflushed, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&seg->leader.want_closes, __ATOMIC_RELAXED))
+		augur_emit_n(AUGUR_EV_CLOSE, tier, fd, bytes, "", 0, 0);
+	AUGUR_ERRNO_RESTORE;
 }
 
 /* augur_fd_closed reports a tracked file's close and clears its entry.
@@ -188,8 +214,10 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 {
 	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind == FD_NONE)
 		return;
-	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot && !augur_vforked())
-		augur_tee_closed(fd);
+	if (augur_fdtab[fd].kind == FD_FILE) {
+		file_closed(fd);
+		return;
+	}
 	struct fd_entry e = augur_fdtab[fd];
 	if (e.kind == FD_WRITE) {
 		if (augur_vforked())
@@ -205,14 +233,6 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 		return;
 	}
 	fd_forget(fd);
-	if (e.kind != FD_FILE || !augur_st.seg)
-		return;
-	AUGUR_ERRNO_SAVE;
-	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
-	__atomic_fetch_add(&augur_st.seg->counters.bytes[slot], e.bytes - e.flushed, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&augur_st.seg->leader.want_closes, __ATOMIC_RELAXED))
-		augur_emit_n(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "", 0, 0);
-	AUGUR_ERRNO_RESTORE;
 }
 
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last)
@@ -230,7 +250,8 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 		return;
 	struct fd_entry e = augur_fdtab[oldfd];
 	if (e.kind == FD_FILE) {
-		augur_fd_track_file(newfd, e.tier, __atomic_load_n(&augur_fdpath[oldfd], __ATOMIC_ACQUIRE));
+		const char *abs = __atomic_load_n(&augur_fdpath[oldfd], __ATOMIC_ACQUIRE);
+		augur_fd_track_file(newfd, e.tier, abs, abs ? strlen(abs) : 0);
 		if (e.slot && !augur_vforked())
 			augur_fdtab[newfd].slot = (uint16_t)augur_tee_dup(oldfd, newfd);
 	} else if (e.kind == FD_WRITE && !augur_vforked()) {

@@ -298,9 +298,10 @@ AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
 /* The path of each descriptor served from the original, or written
  * (FD_WRITE); owned by the table, dropped when the entry goes:
  * augur_fd_path sets it (a copy of abs, or NULL), augur_fd_drop_path
- * drops one taken from the table. */
+ * drops one taken from the table. A descriptor served from a tier has
+ * none. */
 AUGUR_HIDDEN extern char *augur_fdpath[FD_MAX];
-AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs);
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs, size_t len);
 AUGUR_HIDDEN void augur_fd_drop_path(char *p);
 
 /* A descriptor of a large file served from its blocks (blocks.c): its
@@ -320,7 +321,7 @@ static inline int augur_fd_tracked(int fd)
 
 /* Descriptor table operations. */
 AUGUR_HIDDEN extern int augur_fd_hwm; /* highest descriptor ever tracked + 1 */
-AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs);
+AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs, size_t len);
 AUGUR_HIDDEN void augur_fd_track_dir(int fd, const char *abs);
 AUGUR_HIDDEN const char *augur_fd_dir_path(int fd);
 AUGUR_HIDDEN int augur_fd_after_fork(void);
@@ -356,6 +357,24 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
 static inline uint32_t augur_publish_gen(void)
 {
 	return augur_st.seg ? (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* augur_fd_plain says whether a read of the tracked descriptor fd needs
+ * only its bytes counted: it is served from a tier (a copy has no copy to
+ * move to, no blocks, no tee, no end a tee knows), or it is an original's
+ * that tees not, has no blocks nor an end its tee knows, and since it
+ * last looked the leader published no copy and entered no large file
+ * (augur_fd_before_read would do nothing). */
+static inline int augur_fd_plain(int fd)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	struct augur_segment *seg = augur_st.seg;
+	if (e->tier >= 0)
+		return 1;
+	if (e->slot || e->big || e->end)
+		return 0;
+	return !seg || (e->bgen == (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE) &&
+			e->gen == (uint32_t)__atomic_load_n(&seg->leader.publish_gen, __ATOMIC_ACQUIRE));
 }
 
 /* augur_fd_seen raises the highest descriptor number tracked. */

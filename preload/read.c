@@ -25,19 +25,12 @@
  * and its bytes to the tee of one that tees (tee.c): TEE says
  * where they are, from the call's own arguments and its result n. A
  * descriptor of a large file tiered in blocks reads through BIG
- * (blocks.c), where the call's arguments are ones the kernel takes. A
- * descriptor served from a tier has none of these (a copy has no copy
- * to move to, no blocks, no tee, no end its tee knows): its reads are
- * only counted. The untracked descriptor's call is the wrapper's whole
- * frame: the rest is a function of its own (name_tracked). */
+ * (blocks.c), where the call's arguments are ones the kernel takes. Most
+ * descriptors have none of these (augur_fd_plain): their reads are only
+ * counted; the rest is a function of its own (name_tracked). */
 #define READ_WRAPPER(ret, name, fn, params, TEE, POS, BIG, fd, ...)   \
 	static __attribute__((noinline)) ret name##_tracked params     \
 	{                                                               \
-		if (augur_fdtab[fd].tier >= 0) {                        \
-			ret n = CALL_REAL(fn, -1, __VA_ARGS__);         \
-			augur_fd_count(fd, (ssize_t)n);                 \
-			return n;                                       \
-		}                                                       \
 		augur_fd_before_read(fd);                               \
 		if (augur_fdtab[fd].big) {                              \
 			BIG;                                            \
@@ -55,7 +48,11 @@
 	{                                                               \
 		if (!augur_fd_tracked(fd))                              \
 			return CALL_REAL(fn, -1, __VA_ARGS__);          \
-		return name##_tracked(__VA_ARGS__);                     \
+		if (!augur_fd_plain(fd))                                \
+			return name##_tracked(__VA_ARGS__);             \
+		ret n = CALL_REAL(fn, -1, __VA_ARGS__);                 \
+		augur_fd_count(fd, (ssize_t)n);                         \
+		return n;                                               \
 	}
 
 /* A read into one buffer at off (-1: the descriptor's offset). */

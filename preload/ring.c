@@ -54,6 +54,12 @@ static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
 	__atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
 }
 
+/* seen_tail is a tail of the ring this process read: never past the
+ * leader's, which only moves on. A slot before it plus AUGUR_RING_SLOTS
+ * is free without a look at the tail, a word the leader writes at every
+ * event (each look cost a producer the line from the leader's core). */
+static uint64_t seen_tail;
+
 /* augur_emit_n appends one event; when the ring is full it drops the event
  * and counts it: the leader is behind, and training must not wait for it. */
 AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, size_t len,
@@ -65,7 +71,11 @@ AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, c
 	struct augur_ring *r = &seg->ring;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 	for (;;) {
-		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		uint64_t tail = __atomic_load_n(&seen_tail, __ATOMIC_RELAXED);
+		if (head - tail >= AUGUR_RING_SLOTS) {
+			tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+			__atomic_store_n(&seen_tail, tail, __ATOMIC_RELAXED);
+		}
 		if (head - tail >= AUGUR_RING_SLOTS) {
 			__atomic_fetch_add(&seg->counters.ring_dropped, 1, __ATOMIC_RELAXED);
 			return 0;

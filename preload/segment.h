@@ -180,6 +180,12 @@ struct augur_leader {
 				 * the data plane does not send them */
 	uint64_t want_opens;    /* the OPEN events someone reads, AUGUR_WANT_*;
 				 * the data plane sends no other */
+	uint64_t copying;       /* 1: the leader copies files into its tiers while
+				 * it runs (reactive, clairvoyant): an open that
+				 * finds no copy may wait for one or tee, and a
+				 * descriptor of an original keeps its path, to
+				 * move to a copy published later or read a large
+				 * file's blocks; 0 (static): none of these */
 	char policy[16];
 	char tiers[AUGUR_MAX_TIERS][256];
 	/* What each stream (rank) of the clairvoyant policy was found to

@@ -164,7 +164,7 @@ static int held(uint64_t key)
  * (want_opens) or the reader tees. */
 static void opened(int fd, int tier, const char *abs, size_t len, int tee)
 {
-	augur_fd_track_file(fd, tier, abs);
+	augur_fd_track_file(fd, tier, abs, len);
 	if (fd < FD_MAX)
 		augur_fdtab[fd].slot = (uint16_t)tee;
 	struct augur_segment *seg = augur_st.seg;
@@ -191,20 +191,22 @@ static int open_read(int dirfd, const char *path, int flags, mode_t mode, const 
 	 * it stands for one. */
 	int serve = leader_ready() && !(flags & O_NOATIME) &&
 		    (!(flags & O_NOFOLLOW) || plain_source(abs, len, key)) && !held(key);
-	int fd = serve ? open_copy(abs, len, key, flags & ~O_NOFOLLOW, &tier) : -1;
-	if (fd < 0 && serve && (augur_wait_pending(key) || augur_request_copy(abs, len, key)))
+	/* Only a leader that copies makes a copy to wait for, or keeps a tee. */
+	int copying = serve && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_ACQUIRE);
+	int fd = serve && tiers_to_try(key) ? open_copy(abs, len, key, flags & ~O_NOFOLLOW, &tier) : -1;
+	if (fd < 0 && copying && (augur_wait_pending(key) || augur_request_copy(abs, len, key)))
 		fd = open_copy(abs, len, key, flags & ~O_NOFOLLOW, &tier);
-	AUGUR_ERRNO_RESTORE;
-	if (fd < 0)
-		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
-	if (fd >= 0) {
-		AUGUR_ERRNO_SAVE;
-		/* No copy, none made for this reader: its reads may make it
-		 * (tee.c). */
-		int tee = serve && tier < 0 ? augur_tee_begin(fd, abs, len, key) : 0;
-		opened(fd, tier, abs, len, tee);
+	if (fd < 0) {
 		AUGUR_ERRNO_RESTORE;
+		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
+		if (fd < 0)
+			return fd; /* with the original's errno */
 	}
+	/* No copy, none made for this reader: its reads may make it
+	 * (tee.c). */
+	int tee = copying && tier < 0 ? augur_tee_begin(fd, abs, len, key) : 0;
+	opened(fd, tier, abs, len, tee);
+	AUGUR_ERRNO_RESTORE;
 	return fd;
 }
 
@@ -354,7 +356,7 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		    augur_real.fcntl(copy, F_SETFL, fl & (O_NONBLOCK | O_NOATIME)) >= 0 &&
 		    augur_real.dup3(copy, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd) {
 			e->tier = (int8_t)tier;
-			augur_fd_path(fd, NULL);
+			augur_fd_path(fd, NULL, 0);
 			if (augur_st.seg)
 				__atomic_fetch_add(&augur_st.seg->counters.migrated, 1, __ATOMIC_RELAXED);
 		}

@@ -163,7 +163,7 @@ static void track(int fd, int n, uint64_t key, const char *abs)
 {
 	if (fd >= FD_MAX)
 		return;
-	augur_fd_path(fd, abs);
+	augur_fd_path(fd, abs, abs ? strlen(abs) : 0);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_WRITE, .slot = (uint16_t)n, .key = key};
 	augur_fd_seen(fd);
 }

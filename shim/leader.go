@@ -120,6 +120,11 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		// a reader's tee of any file it reads would not respect.
 		l.react.startTees()
 	}
+	copying := uint64(0)
+	if cfg.Policy != "static" && l.writesATier() {
+		copying = 1 // readers' descriptors of originals keep their paths (struct augur_leader)
+	}
+	setU64(&seg.s.leader.copying, copying)
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	pruneJobs(seg.Job) // here, not later: a short command may end before a goroutine ran
 	for i := 0; i < revalidators; i++ {
@@ -615,6 +620,7 @@ const drainTimeout = 30 * time.Second
 func (l *Leader) Close() {
 	setU64(&l.seg.s.leader.wait_max, 0) // nobody left to answer: readers stop asking
 	setU64(&l.seg.s.leader.tee_max, 0)  // nor to publish
+	setU64(&l.seg.s.leader.copying, 0)
 	close(l.stop)
 	l.ringBell() // run may be asleep on it
 	<-l.done

@@ -55,17 +55,20 @@ type ringReader struct {
 }
 
 // poll hands up to max complete events to fn, in order, and returns how
-// many it consumed.
+// many it consumed. It looks at head, the word every producer claims a
+// slot with, only when the next slot is not complete: a look at every
+// event cost each producer the word's line from the leader's core.
 func (rr *ringReader) poll(max int, fn func(Event)) int {
 	r := &rr.seg.s.ring
 	n := 0
 	for n < max {
-		tail, head := u64(&r.tail), u64(&r.head)
-		if tail == head {
-			break
-		}
+		tail := u64(&r.tail)
 		ev := &r.slots[tail&(C.AUGUR_RING_SLOTS-1)]
-		if u64(&ev.seq) != tail+1 {
+		complete := u64(&ev.seq) == tail+1
+		if !complete && u64(&r.head) == tail {
+			break // nothing claimed
+		}
+		if !complete {
 			if rr.stuckSince.IsZero() {
 				rr.stuckSince = time.Now()
 			}
