@@ -176,9 +176,14 @@ func (l *Leader) adopt(p planned) {
 		setU64(&l.seg.s.leader.fell_back, 1)
 		l.startReactive()
 	} else {
+		// Blocks first: once the plan has its pool, it may queue a
+		// copy of any file it sized, and a large file copied whole is
+		// never tiered in blocks (1 run in 2 of
+		// TestLargeFileEveryReadCall/clairvoyant copied it whole).
 		tiers, _, used := l.poolTiers()
-		p.c.start(l.newPool(tiers, used, p.c.done))
-		l.startBlocks(p.c.pool)
+		pool := l.newPool(tiers, used, p.c.done)
+		l.startBlocks(pool)
+		p.c.start(pool)
 		l.clair = p.c
 		l.peers.setHolder(p.c.holderOf, p.c.awaitHeld)
 	}
