@@ -33,7 +33,6 @@ AUGUR_EXPORT int augur_add_root(const char *path)
 	memcpy(augur_st.roots[augur_st.nroots], path, n);
 	augur_st.roots[augur_st.nroots][n] = 0;
 	augur_st.rootlen[augur_st.nroots] = n == 1 ? 0 : n; /* "/" matches every path */
-	augur_mark_root(augur_st.nroots);
 	augur_st.nroots++;
 	return 0;
 }
@@ -118,6 +117,8 @@ AUGUR_EXPORT void augur_set_every_open(int on) { augur_st.every_open = on; }
  * pass-through for good (on = 0). Either way, waiting hooks go on. */
 AUGUR_EXPORT void augur_start(int on)
 {
+	if (on)
+		augur_make_prefixes();
 	__atomic_store_n(&augur_st.cfg, on ? AUGUR_CFG_ON : AUGUR_CFG_OFF, __ATOMIC_RELEASE);
 }
 

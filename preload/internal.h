@@ -147,11 +147,11 @@ struct augur_state {
 	int nroots;
 	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
 	size_t rootlen[AUGUR_MAX_ROOTS];
-	/* Each root as its copies' paths begin under a tier's files/, "@"
-	 * after every directory ("/pfs@/imagenet@"; paths.c): most of a
-	 * copy's path, made once. */
-	char *marked[AUGUR_MAX_ROOTS];
-	size_t markedlen[AUGUR_MAX_ROOTS];
+	/* Per tier and root, the copies' paths up to the root's end:
+	 * "<tier>/files/pfs@/imagenet@" (paths.c, augur_make_prefixes):
+	 * most of a copy's path, made once. */
+	char *prefix[AUGUR_MAX_TIERS][AUGUR_MAX_ROOTS];
+	size_t prefixlen[AUGUR_MAX_TIERS][AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
 	size_t tierlen[AUGUR_MAX_TIERS];
@@ -192,8 +192,9 @@ AUGUR_HIDDEN int augur_classify_normal(const char *path, size_t *len);
  * does not know (opened before the job's roots were, or by a raw system
  * call) is resolved from the kernel's name of the directory. */
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
-/* augur_mark_root makes root i's marked form (augur_state.marked). */
-AUGUR_HIDDEN void augur_mark_root(int i);
+/* augur_make_prefixes makes augur_state.prefix, once the roots and tiers
+ * are added. */
+AUGUR_HIDDEN void augur_make_prefixes(void);
 /* augur_tier_path writes the copy's path in tier t of abs, of len bytes,
  * to out; -1 if the tier is not in use or the path does not fit. */
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap);

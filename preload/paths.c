@@ -235,46 +235,49 @@ AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
  */
 AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap)
 {
+	/* Under a root, all of the path up to the root's end is made
+	 * already: what follows it is marked the same whatever precedes it. */
+	for (int i = 0; i < augur_st.nroots; i++) {
+		size_t rl = augur_st.rootlen[i], pl = augur_st.prefixlen[t][i];
+		if (pl && len > rl && abs[rl] == '/' && pl + 1 < cap && same_bytes(abs, augur_st.roots[i], rl)) {
+			copy_bytes(out, augur_st.prefix[t][i], pl);
+			return marked_copy(out, pl, cap, abs + rl, len - rl);
+		}
+	}
 	size_t n = augur_st.tierlen[t];
 	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
 		return -1;
 	memcpy(out, augur_st.tiers[t], n);
 	memcpy(out + n, "/files", 6);
-	n += 6;
-	/* Under a root, the root's part is made already: what follows it
-	 * is marked the same whatever precedes it. The room it takes was
-	 * checked when it was made, and the rest is checked against the
-	 * whole (cap). */
-	for (int i = 0; i < augur_st.nroots; i++) {
-		size_t rl = augur_st.rootlen[i], ml = augur_st.markedlen[i];
-		if (rl && len > rl && abs[rl] == '/' && augur_st.marked[i] && n + ml < cap &&
-		    same_bytes(abs, augur_st.roots[i], rl)) {
-			memcpy(out + n, augur_st.marked[i], ml);
-			return marked_copy(out, n + ml, cap, abs + rl, len - rl);
-		}
-	}
-	return marked_copy(out, n, cap, abs, len);
+	return marked_copy(out, n + 6, cap, abs, len);
 }
 
-/* augur_mark_root makes root i's part of its files' copies' paths: the
- * root with "@" after each directory and after itself. Without the
- * memory for it, copies' paths are made whole. */
-AUGUR_HIDDEN void augur_mark_root(int i)
+/* augur_make_prefixes makes, for each tier in use and root (but "/"),
+ * the part of the root's files' copies' paths up to the root's end:
+ * <tier>/files<root with "@" after each directory and after itself>.
+ * Without the memory for one, those copies' paths are made whole. */
+AUGUR_HIDDEN void augur_make_prefixes(void)
 {
-	const char *r = augur_st.roots[i];
-	size_t rl = augur_st.rootlen[i], m = 0;
-	char *out = rl ? malloc(2 * rl + 2) : NULL;
-	if (!out)
-		return;
-	for (size_t k = 0; k < rl; k++) {
-		if (k > 0 && r[k] == '/')
-			out[m++] = '@';
-		out[m++] = r[k];
-	}
-	out[m++] = '@';
-	out[m] = 0;
-	augur_st.marked[i] = out;
-	augur_st.markedlen[i] = m;
+	for (int t = 0; t < augur_st.ntiers; t++)
+		for (int i = 0; i < augur_st.nroots; i++) {
+			size_t n = augur_st.tierlen[t], rl = augur_st.rootlen[i];
+			const char *r = augur_st.roots[i];
+			char *p = n && rl ? malloc(n + 6 + 2 * rl + 2) : NULL;
+			if (!p)
+				continue;
+			memcpy(p, augur_st.tiers[t], n);
+			memcpy(p + n, "/files", 6);
+			n += 6;
+			for (size_t k = 0; k < rl; k++) {
+				if (k > 0 && r[k] == '/')
+					p[n++] = '@';
+				p[n++] = r[k];
+			}
+			p[n++] = '@';
+			p[n] = 0;
+			augur_st.prefix[t][i] = p;
+			augur_st.prefixlen[t][i] = n;
+		}
 }
 
 /* augur_tier_path_in is augur_tier_path under the tier's directory dir:

@@ -99,15 +99,15 @@ static unsigned tiers_to_try(uint64_t key)
 	return (bits | ~kept) & all;
 }
 
-/* open_copy tries the tiers that may hold abs's copy (of len bytes, keyed
- * key), fastest first. Returns the fd of a copy and sets *tier, or -1
- * when no tier has one (errno is then irrelevant). */
-static int open_copy(const char *abs, size_t len, uint64_t key, int flags, int *tier)
+/* open_copy tries the tiers of try (bit t: tier t; tiers_to_try) for
+ * abs's copy (of len bytes), fastest first. Returns the fd of a copy and
+ * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
+static int open_copy(const char *abs, size_t len, unsigned try, int flags, int *tier)
 {
 	char tp[PATH_MAX];
 	/* A copy is never a symlink: O_NOFOLLOW opens nothing else. */
 	int tflags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
-	for (unsigned try = tiers_to_try(key); try; try &= try - 1) {
+	for (; try; try &= try - 1) {
 		int t = __builtin_ctz(try);
 		if (augur_tier_path(t, abs, len, tp, sizeof(tp)) < 0)
 			continue;
@@ -193,9 +193,10 @@ static int open_read(int dirfd, const char *path, int flags, mode_t mode, const 
 		    (!(flags & O_NOFOLLOW) || plain_source(abs, len, key)) && !held(key);
 	/* Only a leader that copies makes a copy to wait for, or keeps a tee. */
 	int copying = serve && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_ACQUIRE);
-	int fd = serve && tiers_to_try(key) ? open_copy(abs, len, key, flags & ~O_NOFOLLOW, &tier) : -1;
+	unsigned try = serve ? tiers_to_try(key) : 0;
+	int fd = try ? open_copy(abs, len, try, flags & ~O_NOFOLLOW, &tier) : -1;
 	if (fd < 0 && copying && (augur_wait_pending(key) || augur_request_copy(abs, len, key)))
-		fd = open_copy(abs, len, key, flags & ~O_NOFOLLOW, &tier);
+		fd = open_copy(abs, len, tiers_to_try(key), flags & ~O_NOFOLLOW, &tier);
 	if (fd < 0) {
 		AUGUR_ERRNO_RESTORE;
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
@@ -312,7 +313,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 	if (augur_classify_n(AT_FDCWD, path, buf, &abs, &len) == AUGUR_PATH_FILE) {
 		int tier = -1;
 		uint64_t key = augur_path_key(abs, len);
-		int copy = leader_ready() && !held(key) ? open_copy(abs, len, key, O_RDONLY | O_CLOEXEC, &tier) : -1;
+		int copy = leader_ready() && !held(key) ? open_copy(abs, len, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier) : -1;
 		if (copy >= 0) {
 			int cloexec = augur_real.fcntl(fd, F_GETFD) & FD_CLOEXEC;
 			if (augur_real.dup3(copy, fd, cloexec ? O_CLOEXEC : 0) < 0)
@@ -347,7 +348,7 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
 	int tier = -1;
-	int copy = open_copy(abs, len, key, O_RDONLY | O_CLOEXEC, &tier);
+	int copy = open_copy(abs, len, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier);
 	if (copy >= 0) {
 		off_t off = lseek(fd, 0, SEEK_CUR);
 		int fl = augur_real.fcntl(fd, F_GETFL);
