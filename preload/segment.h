@@ -38,6 +38,7 @@
 #define AUGUR_BFILES 4096     /* power of two; struct augur_bfile */
 #define AUGUR_BWORDS (1u << 21) /* struct augur_blocks.words */
 #define AUGUR_PRESENT_SHIFT 25 /* struct augur_present: 2^25 buckets of a bit per tier */
+#define AUGUR_CHECKED_SLOTS (1u << 19) /* power of two; struct augur_segment.checked */
 
 /* Event kinds. */
 enum {
@@ -72,12 +73,15 @@ enum {
 };
 
 /* Which OPEN events the leader reads (struct augur_leader.want_opens):
- * those of opens served from a tier (revalidation compares their copies
- * with the sources), those of opens of the original (the reactive policy
- * copies the file; the clairvoyant one reads every open). */
+ * those of every open served from a tier (the clairvoyant policy follows
+ * each), those of an open served from a tier whose copy is due to be
+ * compared with its source (revalidation; augur_checked), those of opens
+ * of the original (the reactive policy copies the file; the clairvoyant
+ * one reads every open). */
 enum {
 	AUGUR_WANT_SERVED = 1,
 	AUGUR_WANT_ORIGINAL = 2,
+	AUGUR_WANT_DUE = 4,
 };
 
 /*
@@ -180,6 +184,8 @@ struct augur_leader {
 				 * the data plane does not send them */
 	uint64_t want_opens;    /* the OPEN events someone reads, AUGUR_WANT_*;
 				 * the data plane sends no other */
+	uint64_t checked_epoch; /* moves every third of the revalidate interval
+				 * (struct augur_segment.checked) */
 	uint64_t copying;       /* 1: the leader copies files into its tiers while
 				 * it runs (reactive, clairvoyant): an open that
 				 * finds no copy may wait for one or tee, and a
@@ -474,6 +480,22 @@ static inline uint32_t augur_present_shift(uint64_t key)
 	return (uint32_t)(key >> (64 - AUGUR_PRESENT_SHIFT)) % 8 * 4;
 }
 
+/*
+ * Copies compared lately: the leader, as it compares a served copy with
+ * its source or publishes one (revalidate.go), sets the slot of the file
+ * keyed k, checked[k % AUGUR_CHECKED_SLOTS], to augur_checked_mark(k, e),
+ * e being leader.checked_epoch then, which moves every third of the
+ * revalidate interval. An open served from a tier that finds the mark of
+ * this epoch or the last sends no event where the leader only wants the
+ * due ones (AUGUR_WANT_DUE): its copy was compared less than an interval
+ * ago, and the leader would drop the event. One word, so a reader never sees half
+ * a mark; another file's mark in the slot only costs an event.
+ */
+static inline uint64_t augur_checked_mark(uint64_t key, uint64_t epoch)
+{
+	return key ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull);
+}
+
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
 	char pad1[56];
@@ -547,6 +569,7 @@ struct augur_segment {
 	struct augur_ring ring;
 	struct augur_blocks blocks;
 	struct augur_present present;
+	uint64_t checked[AUGUR_CHECKED_SLOTS];
 	struct augur_ident ident[AUGUR_IDENT_BUCKETS][AUGUR_IDENT_WAYS];
 };
 

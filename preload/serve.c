@@ -158,11 +158,25 @@ static int held(uint64_t key)
 	return 1;
 }
 
+/* wanted says whether the leader reads the event of an open served from
+ * tier (-1: the original) of the file keyed key (want_opens). */
+static int wanted(struct augur_segment *seg, int tier, uint64_t key)
+{
+	uint64_t want = __atomic_load_n(&seg->leader.want_opens, __ATOMIC_RELAXED);
+	if (want & (tier >= 0 ? AUGUR_WANT_SERVED : AUGUR_WANT_ORIGINAL))
+		return 1;
+	if (tier < 0 || !(want & AUGUR_WANT_DUE))
+		return 0;
+	uint64_t e = __atomic_load_n(&seg->leader.checked_epoch, __ATOMIC_RELAXED);
+	uint64_t mark = __atomic_load_n(&seg->checked[key & (AUGUR_CHECKED_SLOTS - 1)], __ATOMIC_RELAXED);
+	return mark != augur_checked_mark(key, e) && mark != augur_checked_mark(key, e - 1);
+}
+
 /* opened records a read-only open of a dataset file served from tier
- * (-1: the original), which tees if tee (augur_tee_begin's): descriptor
- * table, counters, and the event if the leader reads such opens
- * (want_opens) or the reader tees. */
-static void opened(int fd, int tier, const char *abs, size_t len, int tee)
+ * (-1: the original), keyed key, which tees if tee (augur_tee_begin's):
+ * descriptor table, counters, and the event if the leader reads it
+ * (wanted) or the reader tees. */
+static void opened(int fd, int tier, const char *abs, size_t len, uint64_t key, int tee)
 {
 	augur_fd_track_file(fd, tier, abs, len);
 	if (fd < FD_MAX)
@@ -171,8 +185,7 @@ static void opened(int fd, int tier, const char *abs, size_t len, int tee)
 	if (!seg)
 		return;
 	__atomic_fetch_add(tier >= 0 ? &seg->counters.hits[tier] : &seg->counters.misses, 1, __ATOMIC_RELAXED);
-	uint64_t want = __atomic_load_n(&seg->leader.want_opens, __ATOMIC_RELAXED);
-	if (tee || (want & (tier >= 0 ? AUGUR_WANT_SERVED : AUGUR_WANT_ORIGINAL)))
+	if (tee || wanted(seg, tier, key))
 		augur_emit_n(AUGUR_EV_OPEN, tier, fd, 0, abs, len, tee ? AUGUR_EVF_TEE : 0);
 }
 
@@ -206,7 +219,7 @@ static int open_read(int dirfd, const char *path, int flags, mode_t mode, const 
 	/* No copy, none made for this reader: its reads may make it
 	 * (tee.c). */
 	int tee = copying && tier < 0 ? augur_tee_begin(fd, abs, len, key) : 0;
-	opened(fd, tier, abs, len, tee);
+	opened(fd, tier, abs, len, key, tee);
 	AUGUR_ERRNO_RESTORE;
 	return fd;
 }
@@ -320,7 +333,7 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		opened(fd, tier, abs, len, 0);
+		opened(fd, tier, abs, len, key, 0);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;

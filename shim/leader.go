@@ -37,6 +37,7 @@ type Leader struct {
 	// may read millions of files, and a collision only skips one
 	// comparison. recheck hands the comparisons to the revalidators.
 	checked  *xsync.MapOf[uint64, int64]
+	epochAt  time.Time // when the data plane's marks of copies compared last moved on (tickChecked)
 	seed     maphash.Seed
 	born     time.Time
 	recheck  chan Event
@@ -332,20 +333,22 @@ func (l *Leader) openTiers() {
 }
 
 // wantOpens is which opens' events the leader reads (struct
-// augur_leader.want_opens): those served from a tier it writes, whose
-// copies revalidation compares with their sources, and under a policy
-// that copies, those of originals too (the clairvoyant one follows every
-// open). The data plane sends no other: an event cost an open of a 4 KiB
-// file from a RAM tier some 130 instructions and two shared cache lines.
+// augur_leader.want_opens): under the clairvoyant policy, which follows
+// every open, all; else those served from a tier it writes whose copies
+// revalidation is due to compare with their sources (markChecked), and
+// under the reactive policy those of originals too. The data plane sends
+// no other: each event cost the reader its slot in the ring, and the
+// leader, on the other core, its decoding.
 func (l *Leader) wantOpens() uint64 {
-	var want uint64
-	if l.writesATier() || l.cfg.Policy == "clairvoyant" {
-		want |= wantServed
+	switch {
+	case l.cfg.Policy == "clairvoyant":
+		return wantServed | wantOriginal
+	case !l.writesATier():
+		return 0
+	case l.cfg.Policy == "reactive":
+		return wantDue | wantOriginal
 	}
-	if l.cfg.Policy != "static" {
-		want |= wantOriginal
-	}
-	return want
+	return wantDue
 }
 
 // ServedTiers are the tier paths the data plane serves copies from, in
@@ -411,7 +414,9 @@ func (l *Leader) loop(reap time.Time) {
 			close(l.done)
 			return
 		}
-		if now := time.Now(); now.After(reap) {
+		now := time.Now()
+		l.tickChecked(now)
+		if now.After(reap) {
 			l.seg.releaseDead()
 			if l.react != nil {
 				l.seg.reapTees()

@@ -44,6 +44,7 @@ func (l *Leader) queueRevalidate(ev Event) {
 	select {
 	case l.recheck <- ev:
 		l.checked.Store(key, now)
+		l.markChecked(ev.Path)
 	default:
 	}
 }
@@ -53,6 +54,29 @@ func (l *Leader) queueRevalidate(ev Event) {
 // this job does not ask the shared filesystem again.
 func (l *Leader) copied(path string) {
 	l.checked.Store(maphash.String(l.seed, path), int64(time.Since(l.born)))
+	l.markChecked(path)
+}
+
+// markChecked spares the ring the events of path's opens for less than
+// an interval (Segment.markChecked); with revalidate 0 every open is due.
+func (l *Leader) markChecked(path string) {
+	if l.cfg.Revalidate > 0 {
+		l.seg.markChecked(path)
+	}
+}
+
+// tickChecked moves the epoch of the data plane's marks (markChecked)
+// every third of the revalidate interval: a mark is trusted in its epoch
+// and the next, so it spares the events of at most two thirds of an
+// interval and a poll or two (5 ms each) after the comparison, never one
+// the leader would use.
+//
+// Preconditions: called from the run goroutine, at every poll.
+func (l *Leader) tickChecked(now time.Time) {
+	if l.cfg.Revalidate > 0 && now.Sub(l.epochAt) >= l.cfg.Revalidate/3 {
+		l.seg.nextCheckedEpoch()
+		l.epochAt = now
+	}
 }
 
 func (l *Leader) revalidator() {

@@ -25,6 +25,7 @@ const (
 // The opens whose events the leader asks for (struct augur_leader.want_opens).
 const (
 	wantServed   = C.AUGUR_WANT_SERVED   // served from a tier
+	wantDue      = C.AUGUR_WANT_DUE      // served from a tier, its copy due to be compared
 	wantOriginal = C.AUGUR_WANT_ORIGINAL // of the original
 )
 
