@@ -102,6 +102,50 @@ func TestSourceChangedDuringRun(t *testing.T) {
 	}
 }
 
+// A source changed behind augur's back while revalidate is above 0: the
+// reader's opens before the change mark its copy compared lately, and
+// such opens send the leader no event (the static policy reads only the
+// due ones); still, within an interval and a comparison of the change,
+// an open reads the new content. Many opens of one copy in a job send
+// only the few events before the leader's first mark.
+func TestSourceChangedSeenWithinRevalidate(t *testing.T) {
+	c := NewCase(t)
+	c.Set("AUGUR_REVALIDATE=1s")
+	old := bytes.Repeat([]byte("old!"), 50_000)
+	f := c.Write("cls/a.bin", old)
+	c.Warm()
+	r := startEpochReader(t, c, []string{f})
+	for i := 0; i < 50; i++ {
+		if got := r.epoch()[0]; got != hashOf(old) {
+			t.Fatalf("epoch %d: wrong bytes", i+1)
+		}
+	}
+	newer := bytes.Repeat([]byte("new!!"), 30_000)
+	must(t, os.WriteFile(f+".tmp", newer, 0o644))
+	must(t, os.Rename(f+".tmp", f)) // plain Go I/O: the shim does not see it
+	changed := time.Now()
+	for r.epoch()[0] != hashOf(newer) {
+		if time.Since(changed) > 10*time.Second {
+			t.Fatal("the stale copy was still served 10 s after its source changed (revalidate 1s)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("new content read %v after the change", time.Since(changed).Round(time.Millisecond))
+
+	c = NewCase(t)
+	f = c.Write("cls/a.bin", old)
+	c.Warm()
+	many := `import sys
+for i in range(500): open(sys.argv[1], 'rb').read()`
+	c.AugurRun(statsAfter(c, []string{Python, "-c", many, f})...)
+	st := statsOfRun(t, c)
+	t.Logf("500 opens served from the tier: %d events", st.Events)
+	if st.Tiers[0].Hits != 500 || st.Events >= 100 {
+		t.Errorf("%d of 500 opens served, %d events: want each served and an event only while the copy was due",
+			st.Tiers[0].Hits, st.Events)
+	}
+}
+
 // The tier directory removed while a job runs: reads fall back to the
 // originals, every byte right.
 func TestTierDeletedWhileRunning(t *testing.T) {
