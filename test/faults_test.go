@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/augur-hpc/augur/tiering"
 	"io"
 	"os"
 	"os/exec"
@@ -143,6 +144,34 @@ for i in range(500): open(sys.argv[1], 'rb').read()`
 	if st.Tiers[0].Hits != 500 || st.Events >= 100 {
 		t.Errorf("%d of 500 opens served, %d events: want each served and an event only while the copy was due",
 			st.Tiers[0].Hits, st.Events)
+	}
+}
+
+// A job that cannot lock a tier (another job writes it) keeps no filter
+// of the copies there (struct augur_present): a copy the other writer
+// publishes while the job runs is served at the job's next open, as one
+// present at its start is.
+func TestCopyOfAnotherWriterIsServed(t *testing.T) {
+	c := NewCase(t)
+	before := c.Write("cls/before.bin", bytes.Repeat([]byte("b"), 40_000))
+	later := c.Write("cls/later.bin", bytes.Repeat([]byte("l"), 40_000))
+	c.Warm()
+	tree, err := tiering.Open(tiering.Tier{Path: c.RAM})
+	must(t, err)
+	defer tree.Close()
+	lock, err := tree.TryLock() // this test is the tier's writer now
+	must(t, err)
+	defer lock.Unlock()
+	must(t, tree.Remove(later))
+	r := startEpochReader(t, c, []string{before, later})
+	r.epoch()
+	hits := jobStats(t, c, c.job()).Tiers[0].Hits
+	if _, err := tree.Publish(later); err != nil {
+		t.Fatal(err)
+	}
+	r.epoch()
+	if got := jobStats(t, c, c.job()).Tiers[0].Hits - hits; got != 2 {
+		t.Errorf("%d of 2 opens served from the tier after another writer published the second file's copy", got)
 	}
 }
 
