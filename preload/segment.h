@@ -38,7 +38,8 @@
 #define AUGUR_BFILES 4096     /* power of two; struct augur_bfile */
 #define AUGUR_BWORDS (1u << 21) /* struct augur_blocks.words */
 #define AUGUR_PRESENT_SHIFT 25 /* struct augur_present: 2^25 buckets of a bit per tier */
-#define AUGUR_CHECKED_SLOTS (1u << 19) /* power of two; struct augur_segment.checked */
+#define AUGUR_CHECKED_SLOTS (1u << 18) /* power of two; struct augur_checked */
+#define AUGUR_CHECKED_EPOCH_NS 100000000ull /* 100 ms: struct augur_checked */
 
 /* Event kinds. */
 enum {
@@ -184,8 +185,10 @@ struct augur_leader {
 				 * the data plane does not send them */
 	uint64_t want_opens;    /* the OPEN events someone reads, AUGUR_WANT_*;
 				 * the data plane sends no other */
-	uint64_t checked_epoch; /* moves every third of the revalidate interval
-				 * (struct augur_segment.checked) */
+	uint64_t checked_epoch; /* CLOCK_MONOTONIC / AUGUR_CHECKED_EPOCH_NS at the
+				 * leader's last poll (struct augur_checked) */
+	uint64_t checked_trust; /* a mark younger than these epochs is trusted; 0:
+				 * none is (revalidate under 200 ms, or 0) */
 	uint64_t copying;       /* 1: the leader copies files into its tiers while
 				 * it runs (reactive, clairvoyant): an open that
 				 * finds no copy may wait for one or tee, and a
@@ -481,20 +484,25 @@ static inline uint32_t augur_present_shift(uint64_t key)
 }
 
 /*
- * Copies compared lately: the leader, as it compares a served copy with
- * its source or publishes one (revalidate.go), sets the slot of the file
- * keyed k, checked[k % AUGUR_CHECKED_SLOTS], to augur_checked_mark(k, e),
- * e being leader.checked_epoch then, which moves every third of the
- * revalidate interval. An open served from a tier that finds the mark of
- * this epoch or the last sends no event where the leader only wants the
- * due ones (AUGUR_WANT_DUE): its copy was compared less than an interval
- * ago, and the leader would drop the event. One word, so a reader never sees half
- * a mark; another file's mark in the slot only costs an event.
+ * Copies compared lately. The leader, as it queues a served copy's
+ * comparison with its source, publishes a copy, or drops the event of an
+ * open of a copy compared less than an interval ago (revalidate.go),
+ * writes in the slot of the file keyed k, checked[k % AUGUR_CHECKED_SLOTS],
+ * k and the epoch (CLOCK_MONOTONIC / AUGUR_CHECKED_EPOCH_NS) of that
+ * comparison, under the slot's sequence (odd while it writes). An open
+ * served from a tier that finds its key there, whole, with an epoch fewer
+ * than leader.checked_trust behind leader.checked_epoch sends no event
+ * where the leader only wants the due ones (AUGUR_WANT_DUE): the leader
+ * would drop it. checked_trust is the interval's epochs less one, so a
+ * mark spares no event the leader would use while it polls every 5 ms;
+ * another file's mark in the slot only costs an event.
  */
-static inline uint64_t augur_checked_mark(uint64_t key, uint64_t epoch)
-{
-	return key ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull);
-}
+struct augur_checked {
+	uint64_t seq;
+	uint64_t key;
+	uint64_t epoch;
+	uint64_t pad;
+};
 
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
@@ -569,7 +577,7 @@ struct augur_segment {
 	struct augur_ring ring;
 	struct augur_blocks blocks;
 	struct augur_present present;
-	uint64_t checked[AUGUR_CHECKED_SLOTS];
+	struct augur_checked checked[AUGUR_CHECKED_SLOTS];
 	struct augur_ident ident[AUGUR_IDENT_BUCKETS][AUGUR_IDENT_WAYS];
 };
 

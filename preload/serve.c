@@ -158,6 +158,20 @@ static int held(uint64_t key)
 	return 1;
 }
 
+/* checked_lately says whether the copy of the file keyed key was
+ * compared with its source less than an interval ago (struct
+ * augur_checked): a slot being written, or another file's, says no. */
+static int checked_lately(struct augur_segment *seg, uint64_t key)
+{
+	uint64_t trust = __atomic_load_n(&seg->leader.checked_trust, __ATOMIC_RELAXED);
+	struct augur_checked *c = &seg->checked[key & (AUGUR_CHECKED_SLOTS - 1)];
+	uint64_t seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	uint64_t k = __atomic_load_n(&c->key, __ATOMIC_RELAXED), e = __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return trust && !(seq & 1) && __atomic_load_n(&c->seq, __ATOMIC_RELAXED) == seq && k == key &&
+	       __atomic_load_n(&seg->leader.checked_epoch, __ATOMIC_RELAXED) - e < trust;
+}
+
 /* wanted says whether the leader reads the event of an open served from
  * tier (-1: the original) of the file keyed key (want_opens). */
 static int wanted(struct augur_segment *seg, int tier, uint64_t key)
@@ -165,11 +179,7 @@ static int wanted(struct augur_segment *seg, int tier, uint64_t key)
 	uint64_t want = __atomic_load_n(&seg->leader.want_opens, __ATOMIC_RELAXED);
 	if (want & (tier >= 0 ? AUGUR_WANT_SERVED : AUGUR_WANT_ORIGINAL))
 		return 1;
-	if (tier < 0 || !(want & AUGUR_WANT_DUE))
-		return 0;
-	uint64_t e = __atomic_load_n(&seg->leader.checked_epoch, __ATOMIC_RELAXED);
-	uint64_t mark = __atomic_load_n(&seg->checked[key & (AUGUR_CHECKED_SLOTS - 1)], __ATOMIC_RELAXED);
-	return mark != augur_checked_mark(key, e) && mark != augur_checked_mark(key, e - 1);
+	return tier >= 0 && (want & AUGUR_WANT_DUE) && !checked_lately(seg, key);
 }
 
 /* opened records a read-only open of a dataset file served from tier

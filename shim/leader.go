@@ -37,7 +37,8 @@ type Leader struct {
 	// may read millions of files, and a collision only skips one
 	// comparison. recheck hands the comparisons to the revalidators.
 	checked  *xsync.MapOf[uint64, int64]
-	epochAt  time.Time // when the data plane's marks of copies compared last moved on (tickChecked)
+	bornMono int64      // born on CLOCK_MONOTONIC, for the data plane's marks of copies compared (markChecked)
+	marks    sync.Mutex // one markChecked at a time
 	seed     maphash.Seed
 	born     time.Time
 	recheck  chan Event
@@ -89,7 +90,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(),
+		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(), bornMono: monotonic(),
 		recheck: make(chan Event, backlog), dropped: make(chan dropped, backlog),
 		tidyQ: make(chan tidyWork, backlog), released: make(chan trashed, MaxTiers),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -330,6 +331,8 @@ func (l *Leader) openTiers() {
 	setU64(&l.seg.s.leader.stale_removed, stale)
 	l.publishUsage()
 	setU64(&l.seg.s.leader.want_opens, l.wantOpens())
+	l.seg.publishCheckedEpoch()
+	l.seg.setCheckedTrust(l.cfg.Revalidate)
 }
 
 // wantOpens is which opens' events the leader reads (struct
@@ -414,9 +417,8 @@ func (l *Leader) loop(reap time.Time) {
 			close(l.done)
 			return
 		}
-		now := time.Now()
-		l.tickChecked(now)
-		if now.After(reap) {
+		l.seg.publishCheckedEpoch()
+		if now := time.Now(); now.After(reap) {
 			l.seg.releaseDead()
 			if l.react != nil {
 				l.seg.reapTees()
