@@ -180,13 +180,21 @@ AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
 /* Paths (paths.c). augur_classify turns (dirfd, path) into an absolute,
  * normal path in abs (PATH_MAX) and says what it is: a file inside a
  * dataset root, a root or a directory above one, or neither (abs is then
- * not set). augur_classify_n, for opens, copies nothing: *abs is path
- * itself or buf, *len its length. augur_classify_normal is its quick
- * answer for a path already absolute and normal, -1 for any other. */
+ * not set). augur_classify_n, for opens, copies nothing: it names the path
+ * (struct augur_name), path itself or buf. augur_classify_normal is its
+ * quick answer for a path already absolute and normal, -1 for any other. */
 enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
+/* A path as an open classified it: absolute and normal, its length, and
+ * the root (augur_state's index) a dataset file lies under (-1: none
+ * known). */
+struct augur_name {
+	const char *abs;
+	size_t len;
+	int root;
+};
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
-AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, const char **abs, size_t *len);
-AUGUR_HIDDEN int augur_classify_normal(const char *path, size_t *len);
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, struct augur_name *name);
+AUGUR_HIDDEN int augur_classify_normal(const char *path, struct augur_name *name);
 /* augur_classify_ns is augur_classify for the calls that change the
  * namespace: a relative path from a descriptor of a directory the table
  * does not know (opened before the job's roots were, or by a raw system
@@ -195,9 +203,9 @@ AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
 /* augur_make_prefixes makes augur_state.prefix, once the roots and tiers
  * are added. */
 AUGUR_HIDDEN void augur_make_prefixes(void);
-/* augur_tier_path writes the copy's path in tier t of abs, of len bytes,
- * to out; -1 if the tier is not in use or the path does not fit. */
-AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap);
+/* augur_tier_path writes the copy's path in tier t of the dataset file
+ * name to out; -1 if the tier is not in use or the path does not fit. */
+AUGUR_HIDDEN int augur_tier_path(int t, const struct augur_name *name, char *out, size_t cap);
 
 /* Per-thread guard: set while the shim itself calls libc, so re-entrant
  * calls pass straight through. */

@@ -78,16 +78,19 @@ static inline int same_bytes(const char *a, const char *b, size_t n)
 	return augur_word(a + n - 8) == augur_word(b + n - 8);
 }
 
-/* classify_abs tells whether abs is inside a dataset root (AUGUR_PATH_FILE), is
- * a root or one of its ancestors (AUGUR_PATH_ABOVE), or neither. */
-static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len)
+/* classify_abs tells whether abs is inside a dataset root (AUGUR_PATH_FILE;
+ * *root is that root's index), is a root or one of its ancestors
+ * (AUGUR_PATH_ABOVE), or neither. */
+static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len, int *root)
 {
 	int cls = AUGUR_PATH_OTHER;
 	for (int i = 0; i < augur_st.nroots; i++) {
 		size_t rl = augur_st.rootlen[i];
 		const char *r = augur_st.roots[i];
-		if (len > rl && abs[rl] == '/' && same_bytes(abs, r, rl))
+		if (len > rl && abs[rl] == '/' && same_bytes(abs, r, rl)) {
+			*root = i;
 			return AUGUR_PATH_FILE;
+		}
 		if (rl >= len && (r[len] == 0 || r[len] == '/' || len == 1) && same_bytes(abs, r, len))
 			cls = AUGUR_PATH_ABOVE;
 	}
@@ -124,49 +127,48 @@ static int names_dir(const char *path)
 	return strcmp(last, ".") == 0 || strcmp(last, "..") == 0;
 }
 
-static int resolve_slow(int dirfd, const char *path, char *abs, size_t *len);
+static int resolve_slow(int dirfd, const char *path, char *abs, struct augur_name *name);
 
 /*
- * augur_classify_normal classifies path, of *len bytes, if it is absolute
- * and already normal (clean_length), as most paths a program opens are,
- * and answers -1 for any other: only augur_classify_n can tell
+ * augur_classify_normal classifies path if it is absolute and already
+ * normal (clean_length), as most paths a program opens are, and names it
+ * in *name; it answers -1 for any other: only augur_classify_n can tell
  * ("/usr/../data/x" is under a root "/data"). A normal absolute path
  * names a directory by its form (see names_dir) only if it is "/".
  */
-AUGUR_HIDDEN int augur_classify_normal(const char *path, size_t *len)
+AUGUR_HIDDEN int augur_classify_normal(const char *path, struct augur_name *name)
 {
 	int n = path && path[0] == '/' ? clean_length(path) : -1;
 	if (n < 0)
 		return -1;
-	*len = (size_t)n;
-	int cls = classify_abs(path, (size_t)n);
+	*name = (struct augur_name){.abs = path, .len = (size_t)n, .root = -1};
+	int cls = classify_abs(path, (size_t)n, &name->root);
 	return cls == AUGUR_PATH_FILE && n == 1 ? AUGUR_PATH_ABOVE : cls; /* "/", under a root "/" */
 }
 
 /*
  * augur_classify_n turns (dirfd, path) into an absolute, normalised path,
- * of *len bytes, and classifies it: *abs is path itself where it is one
- * already, else buf (PATH_MAX), which holds it. A path with ".." under a
- * root is resolved again with realpath(3) of its parent directory, so
+ * named in *name, and classifies it: name->abs is path itself where it is
+ * one already, else buf (PATH_MAX), which holds it. A path with ".." under
+ * a root is resolved again with realpath(3) of its parent directory, so
  * that a symlink before the ".." is followed as the kernel would.
  */
-AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, const char **abs, size_t *len)
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, struct augur_name *name)
 {
-	int cls = augur_classify_normal(path, len);
-	*abs = path;
+	int cls = augur_classify_normal(path, name);
 	if (cls >= 0)
 		return cls;
+	*name = (struct augur_name){.abs = buf, .root = -1};
 	if (!path || !*path)
 		return AUGUR_PATH_OTHER;
-	*abs = buf;
-	cls = resolve_slow(dirfd, path, buf, len);
+	cls = resolve_slow(dirfd, path, buf, name);
 	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
 }
 
 /* resolve_slow handles relative paths and paths that need normalising,
  * apart from augur_classify_n so that the common case does not set up its
  * buffers. */
-static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs, size_t *len)
+static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs, struct augur_name *name)
 {
 	char cwd[PATH_MAX];
 	const char *base = NULL;
@@ -179,8 +181,8 @@ static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, c
 	int n = normalize(base, path, abs, &dotdot);
 	if (n < 0)
 		return AUGUR_PATH_OTHER;
-	*len = (size_t)n;
-	int cls = classify_abs(abs, (size_t)n);
+	name->len = (size_t)n;
+	int cls = classify_abs(abs, (size_t)n, &name->root);
 	if (cls == AUGUR_PATH_OTHER || !dotdot)
 		return cls;
 
@@ -195,17 +197,17 @@ static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, c
 		return AUGUR_PATH_OTHER;
 	if ((n = normalize(real, leaf, abs, &dotdot)) < 0)
 		return AUGUR_PATH_OTHER;
-	*len = (size_t)n;
-	return classify_abs(abs, (size_t)n);
+	name->len = (size_t)n;
+	name->root = -1;
+	return classify_abs(abs, (size_t)n, &name->root);
 }
 
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs)
 {
-	const char *a;
-	size_t len;
-	int cls = augur_classify_n(dirfd, path, abs, &a, &len);
-	if (cls != AUGUR_PATH_OTHER && a != abs)
-		memcpy(abs, a, len + 1);
+	struct augur_name name;
+	int cls = augur_classify_n(dirfd, path, abs, &name);
+	if (cls != AUGUR_PATH_OTHER && name.abs != abs)
+		memcpy(abs, name.abs, name.len + 1);
 	return cls;
 }
 
@@ -233,23 +235,22 @@ AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
  * on a tier directory. Files whose name ends in '@' are never copied (see
  * tiering.CopyPath).
  */
-AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, size_t len, char *out, size_t cap)
+AUGUR_HIDDEN int augur_tier_path(int t, const struct augur_name *name, char *out, size_t cap)
 {
 	/* Under a root, all of the path up to the root's end is made
 	 * already: what follows it is marked the same whatever precedes it. */
-	for (int i = 0; i < augur_st.nroots; i++) {
-		size_t rl = augur_st.rootlen[i], pl = augur_st.prefixlen[t][i];
-		if (pl && len > rl && abs[rl] == '/' && pl + 1 < cap && same_bytes(abs, augur_st.roots[i], rl)) {
-			copy_bytes(out, augur_st.prefix[t][i], pl);
-			return marked_copy(out, pl, cap, abs + rl, len - rl);
-		}
+	int r = name->root;
+	size_t pl = r >= 0 ? augur_st.prefixlen[t][r] : 0, rl = r >= 0 ? augur_st.rootlen[r] : 0;
+	if (pl && pl + 1 < cap) {
+		copy_bytes(out, augur_st.prefix[t][r], pl);
+		return marked_copy(out, pl, cap, name->abs + rl, name->len - rl);
 	}
 	size_t n = augur_st.tierlen[t];
 	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
 		return -1;
 	memcpy(out, augur_st.tiers[t], n);
 	memcpy(out + n, "/files", 6);
-	return marked_copy(out, n + 6, cap, abs, len);
+	return marked_copy(out, n + 6, cap, name->abs, name->len);
 }
 
 /* augur_make_prefixes makes, for each tier in use and root (but "/"),

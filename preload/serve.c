@@ -100,16 +100,18 @@ static unsigned tiers_to_try(uint64_t key)
 }
 
 /* open_copy tries the tiers of try (bit t: tier t; tiers_to_try) for
- * abs's copy (of len bytes), fastest first. Returns the fd of a copy and
- * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
-static int open_copy(const char *abs, size_t len, unsigned try, int flags, int *tier)
+ * the copy of the dataset file name, fastest first. Returns the fd of a
+ * copy and sets *tier, or -1 when no tier has one (errno is then
+ * irrelevant). */
+static int open_copy(const struct augur_name *name, unsigned try, int flags, int *tier)
 {
+	const char *abs = name->abs;
 	char tp[PATH_MAX];
 	/* A copy is never a symlink: O_NOFOLLOW opens nothing else. */
 	int tflags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
 	for (; try; try &= try - 1) {
 		int t = __builtin_ctz(try);
-		if (augur_tier_path(t, abs, len, tp, sizeof(tp)) < 0)
+		if (augur_tier_path(t, name, tp, sizeof(tp)) < 0)
 			continue;
 		int fd = CALL_REAL(openat, -1, AT_FDCWD, tp, tflags, 0);
 		/* tmpfs refuses O_DIRECT: the copy is still the right bytes
@@ -128,15 +130,15 @@ static int open_copy(const char *abs, size_t len, unsigned try, int flags, int *
 	return -1;
 }
 
-/* plain_source says whether the source of abs's copy in the fastest tier
+/* plain_source says whether the source of name's copy in the fastest tier
  * holding one is known not to be a symlink: the publisher marks copies of
  * symlinks with user.augur.link. It asks by path, so it opens nothing.
  * Without xattrs nothing is known. */
-static int plain_source(const char *abs, size_t len, uint64_t key)
+static int plain_source(const struct augur_name *name, uint64_t key)
 {
 	char tp[PATH_MAX], v;
 	for (unsigned try = tiers_to_try(key); try; try &= try - 1) {
-		if (augur_tier_path(__builtin_ctz(try), abs, len, tp, sizeof(tp)) < 0)
+		if (augur_tier_path(__builtin_ctz(try), name, tp, sizeof(tp)) < 0)
 			continue;
 		if (getxattr(tp, "user.augur.link", &v, 1) >= 0)
 			return 0;
@@ -199,13 +201,15 @@ static void opened(int fd, int tier, const char *abs, size_t len, uint64_t key, 
 		augur_emit_n(AUGUR_EV_OPEN, tier, fd, 0, abs, len, tee ? AUGUR_EVF_TEE : 0);
 }
 
-/* open_read is augur_open for a read-only open of the dataset file abs
- * (len bytes): a trusted copy if a tier holds one, after waiting for one
- * in flight or asking for one, else the original, whose reads may make the
- * copy. The path is keyed once here, for every table the open asks. */
-static int open_read(int dirfd, const char *path, int flags, mode_t mode, const char *abs, size_t len)
+/* open_read is augur_open for a read-only open of the dataset file name:
+ * a trusted copy if a tier holds one, after waiting for one in flight or
+ * asking for one, else the original, whose reads may make the copy. The
+ * path is keyed once here, for every table the open asks. */
+static int open_read(int dirfd, const char *path, int flags, mode_t mode, const struct augur_name *name)
 {
 	AUGUR_ERRNO_SAVE;
+	const char *abs = name->abs;
+	size_t len = name->len;
 	uint64_t key = augur_path_key(abs, len);
 	int tier = -1;
 	/* O_NOATIME fails with EPERM unless the caller owns the source (the
@@ -213,13 +217,13 @@ static int open_read(int dirfd, const char *path, int flags, mode_t mode, const 
 	 * O_NOFOLLOW must fail on a symlinked source: the copy says whether
 	 * it stands for one. */
 	int serve = leader_ready() && !(flags & O_NOATIME) &&
-		    (!(flags & O_NOFOLLOW) || plain_source(abs, len, key)) && !held(key);
+		    (!(flags & O_NOFOLLOW) || plain_source(name, key)) && !held(key);
 	/* Only a leader that copies makes a copy to wait for, or keeps a tee. */
 	int copying = serve && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_ACQUIRE);
 	unsigned try = serve ? tiers_to_try(key) : 0;
-	int fd = try ? open_copy(abs, len, try, flags & ~O_NOFOLLOW, &tier) : -1;
+	int fd = try ? open_copy(name, try, flags & ~O_NOFOLLOW, &tier) : -1;
 	if (fd < 0 && copying && (augur_wait_pending(key) || augur_request_copy(abs, len, key)))
-		fd = open_copy(abs, len, tiers_to_try(key), flags & ~O_NOFOLLOW, &tier);
+		fd = open_copy(name, tiers_to_try(key), flags & ~O_NOFOLLOW, &tier);
 	if (fd < 0) {
 		AUGUR_ERRNO_RESTORE;
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
@@ -260,15 +264,16 @@ static int open_write(int dirfd, const char *path, int flags, mode_t mode, int c
 }
 
 /* open_classified is augur_open for any open but a read-only one of a
- * path under no root, of class cls and len bytes (-1: not known yet). */
+ * path under no root, of class cls, named *name (cls -1: not classified
+ * yet). */
 static __attribute__((noinline)) int open_classified(int dirfd, const char *path, int flags, mode_t mode, int cls,
-						     size_t len)
+						     struct augur_name *name)
 {
 	char buf[PATH_MAX];
-	const char *abs = path;
 	augur_guard++;
 	if (cls < 0)
-		cls = augur_classify_n(dirfd, path, buf, &abs, &len);
+		cls = augur_classify_n(dirfd, path, buf, name);
+	const char *abs = name->abs;
 	int fd;
 	if (is_write_open(flags)) {
 		fd = open_write(dirfd, path, flags, mode, cls, abs);
@@ -282,7 +287,7 @@ static __attribute__((noinline)) int open_classified(int dirfd, const char *path
 			AUGUR_ERRNO_RESTORE;
 		}
 	} else {
-		fd = open_read(dirfd, path, flags, mode, abs, len);
+		fd = open_read(dirfd, path, flags, mode, name);
 	}
 	augur_guard--;
 	return fd;
@@ -290,11 +295,11 @@ static __attribute__((noinline)) int open_classified(int dirfd, const char *path
 
 AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 {
-	size_t len = 0;
-	int cls = augur_classify_normal(path, &len);
+	struct augur_name name;
+	int cls = augur_classify_normal(path, &name);
 	if (cls == AUGUR_PATH_OTHER && !is_write_open(flags))
 		return CALL_REAL(openat, -1, dirfd, path, flags, mode);
-	return open_classified(dirfd, path, flags, mode, cls, len);
+	return open_classified(dirfd, path, flags, mode, cls, &name);
 }
 
 AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs)
@@ -331,19 +336,18 @@ AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
-	const char *abs;
-	size_t len;
-	if (augur_classify_n(AT_FDCWD, path, buf, &abs, &len) == AUGUR_PATH_FILE) {
+	struct augur_name name;
+	if (augur_classify_n(AT_FDCWD, path, buf, &name) == AUGUR_PATH_FILE) {
 		int tier = -1;
-		uint64_t key = augur_path_key(abs, len);
-		int copy = leader_ready() && !held(key) ? open_copy(abs, len, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier) : -1;
+		uint64_t key = augur_path_key(name.abs, name.len);
+		int copy = leader_ready() && !held(key) ? open_copy(&name, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier) : -1;
 		if (copy >= 0) {
 			int cloexec = augur_real.fcntl(fd, F_GETFD) & FD_CLOEXEC;
 			if (augur_real.dup3(copy, fd, cloexec ? O_CLOEXEC : 0) < 0)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		opened(fd, tier, abs, len, key, 0);
+		opened(fd, tier, name.abs, name.len, key, 0);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
@@ -364,14 +368,14 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		return;
 	e->gen = gen;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	size_t len = abs ? strlen(abs) : 0;
-	uint64_t key = abs ? augur_path_key(abs, len) : 0;
+	struct augur_name name = {.abs = abs, .len = abs ? strlen(abs) : 0, .root = -1};
+	uint64_t key = abs ? augur_path_key(abs, name.len) : 0;
 	if (!abs || !leader_ready() || augur_write_held(key))
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
 	int tier = -1;
-	int copy = open_copy(abs, len, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier);
+	int copy = open_copy(&name, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier);
 	if (copy >= 0) {
 		off_t off = lseek(fd, 0, SEEK_CUR);
 		int fl = augur_real.fcntl(fd, F_GETFL);
