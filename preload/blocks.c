@@ -263,7 +263,7 @@ static ssize_t serve(struct augur_segment *seg, int fd, const struct iovec *iov,
 	struct augur_bfile *f = &seg->blocks.files[i];
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
 	uint32_t seq = __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE);
-	int fresh = abs && !(seq & 1) && !augur_write_held(abs);
+	int fresh = abs && !(seq & 1) && !augur_write_held(augur_fdbig[fd].key);
 	size_t done = 0, tiered = 0;
 	uint64_t per[AUGUR_MAX_TIERS] = {0}, deadline = 0;
 	while (done < len) {
@@ -415,7 +415,7 @@ AUGUR_HIDDEN void augur_big_look(int fd, const char *abs)
 	e->big = 0;
 	if (!gen || !abs)
 		return;
-	uint64_t key = augur_fnv1a(abs);
+	uint64_t key = augur_key(abs);
 	struct augur_bfile *f = find(seg, key);
 	struct stat sb;
 	AUGUR_ERRNO_SAVE;
@@ -432,7 +432,7 @@ AUGUR_HIDDEN int augur_big_map(int fd, off_t off, size_t len)
 {
 	struct augur_segment *seg = augur_st.seg;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	if (!seg || !abs || off < 0 || !len || !live(seg, fd) || augur_write_held(abs))
+	if (!seg || !abs || off < 0 || !len || !live(seg, fd) || augur_write_held(augur_fdbig[fd].key))
 		return -1;
 	uint32_t i = (uint32_t)augur_fdtab[fd].big - 1;
 	struct augur_bfile *f = &seg->blocks.files[i];
@@ -466,7 +466,7 @@ AUGUR_HIDDEN void augur_big_invalidate(const char *abs)
 {
 	struct augur_segment *seg = augur_st.seg;
 	struct augur_bfile *f = seg && __atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE) ?
-					find(seg, augur_fnv1a(abs)) : NULL;
+					find(seg, augur_key(abs)) : NULL;
 	if (!f)
 		return;
 	__atomic_fetch_add(&f->seq, 1, __ATOMIC_SEQ_CST);

@@ -33,13 +33,6 @@ AUGUR_EXPORT int augur_add_root(const char *path)
 	memcpy(augur_st.roots[augur_st.nroots], path, n);
 	augur_st.roots[augur_st.nroots][n] = 0;
 	augur_st.rootlen[augur_st.nroots] = n == 1 ? 0 : n; /* "/" matches every path */
-	size_t f = strcspn(path + 1, "/");
-	if (n > 1 && f < sizeof(augur_st.first[0])) {
-		memcpy(augur_st.first[augur_st.nroots], path + 1, f);
-		augur_st.firstlen[augur_st.nroots] = f;
-	} else {
-		augur_st.firstlen[augur_st.nroots] = 0; /* never rejects */
-	}
 	augur_st.nroots++;
 	return 0;
 }
@@ -100,6 +93,7 @@ AUGUR_EXPORT int augur_add_tier(const char *path)
 	    (!S_ISDIR(sb.st_mode) || sb.st_uid != augur_st.euid || (sb.st_mode & 022)))
 		path = "";
 	augur_st.sealed[augur_st.ntiers] = (uint8_t)sealed(path);
+	augur_st.tierlen[augur_st.ntiers] = strlen(path);
 	strcpy(augur_st.tiers[augur_st.ntiers++], path);
 	return 0;
 }
@@ -123,6 +117,8 @@ AUGUR_EXPORT void augur_set_every_open(int on) { augur_st.every_open = on; }
  * pass-through for good (on = 0). Either way, waiting hooks go on. */
 AUGUR_EXPORT void augur_start(int on)
 {
+	if (on)
+		augur_make_prefixes();
 	__atomic_store_n(&augur_st.cfg, on ? AUGUR_CFG_ON : AUGUR_CFG_OFF, __ATOMIC_RELEASE);
 }
 
@@ -172,15 +168,5 @@ static int wait_for_go(void)
 	return 0;
 }
 
-AUGUR_HIDDEN int augur_active(void)
-{
-	if (augur_guard)
-		return 0;
-	int c = __atomic_load_n(&augur_st.cfg, __ATOMIC_ACQUIRE);
-	if (c == AUGUR_CFG_ON)
-		return augur_st.nroots > 0;
-	if (c == AUGUR_CFG_OFF)
-		return 0;
-	return wait_for_go() && augur_st.nroots > 0;
-}
+AUGUR_HIDDEN int augur_active_wait(void) { return wait_for_go() && augur_st.nroots > 0; }
 

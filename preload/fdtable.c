@@ -33,18 +33,42 @@ static struct {
 	char path[PATH_MAX];
 } dirs[DIR_SLOTS];
 
-AUGUR_HIDDEN uint32_t augur_publish_gen(void)
-{
-	return augur_st.seg ? (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
-}
-
 AUGUR_HIDDEN void augur_fd_seen(int fd)
 {
 	if (fd >= __atomic_load_n(&augur_fd_hwm, __ATOMIC_RELAXED))
 		__atomic_store_n(&augur_fd_hwm, fd + 1, __ATOMIC_RELAXED);
 }
 
-AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
+/* Descriptors' paths are kept in a buffer of the table's own where they
+ * fit (a malloc at the open of an original and a free at its close cost
+ * it some 230 instructions), else on the heap. */
+#define FD_NAME 128
+static char fd_names[FD_MAX][FD_NAME];
+
+AUGUR_HIDDEN void augur_fd_drop_path(char *p)
+{
+	uintptr_t a = (uintptr_t)p, names = (uintptr_t)fd_names;
+	if (a - names >= sizeof(fd_names))
+		free(p);
+}
+
+/* augur_fd_path gives fd a copy of abs, of len bytes, as its path (NULL:
+ * none) and drops the one it had. */
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs, size_t len)
+{
+	char *p = NULL;
+	if (abs) {
+		p = len < FD_NAME ? fd_names[fd] : malloc(len + 1);
+		if (p)
+			memcpy(p, abs, len + 1);
+	}
+	if (__atomic_load_n(&augur_fdpath[fd], __ATOMIC_RELAXED))
+		augur_fd_drop_path(__atomic_exchange_n(&augur_fdpath[fd], p, __ATOMIC_ACQ_REL));
+	else
+		__atomic_store_n(&augur_fdpath[fd], p, __ATOMIC_RELEASE);
+}
+
+AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs, size_t len)
 {
 	if (fd >= FD_MAX) {
 		if (augur_st.seg)
@@ -53,7 +77,11 @@ AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs)
 	}
 	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot)
 		augur_tee_closed(fd); /* closed unseen (a raw system call) */
-	free(__atomic_exchange_n(&augur_fdpath[fd], tier < 0 && abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
+	/* An original's path, to move to its copy or read its blocks: only
+	 * where the leader copies (a descriptor of a copy has none). */
+	int keep = tier < 0 && augur_st.seg && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_RELAXED);
+	if (keep || augur_fdpath[fd])
+		augur_fd_path(fd, keep ? abs : NULL, len);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_FILE, .tier = (int8_t)tier, .gen = augur_publish_gen()};
 	augur_fd_seen(fd);
 }
@@ -112,11 +140,6 @@ AUGUR_HIDDEN int augur_fd_tier(int fd)
 	return augur_fdtab[fd].tier;
 }
 
-/* FLUSH_BYTES is how much a descriptor reads before its bytes are added
- * to the segment's counters, rather than at its close: a DataLoader
- * worker exits holding its files open. */
-#define FLUSH_BYTES (1ull << 20)
-
 /* fd_flush adds e's bytes not yet counted to the segment's counters, if
  * they are at least least bytes; one thread of several wins the race. */
 static void fd_flush(struct fd_entry *e, uint64_t least)
@@ -131,12 +154,11 @@ static void fd_flush(struct fd_entry *e, uint64_t least)
 
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n)
 {
-	if (n <= 0 || fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE)
-		return;
-	struct fd_entry *e = &augur_fdtab[fd];
-	__atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED);
-	fd_flush(e, FLUSH_BYTES);
+	if (augur_fd_tracked(fd))
+		augur_fd_count(fd, n);
 }
+
+AUGUR_HIDDEN void augur_fd_flush(int fd) { fd_flush(&augur_fdtab[fd], AUGUR_FLUSH_BYTES); }
 
 /* fd_flush_at_exit adds, when the process exits, the bytes its open
  * descriptors read since their last flush: a program that exits holding
@@ -159,7 +181,30 @@ static void fd_forget(int fd)
 	if (augur_fdtab[fd].kind == FD_DIR)
 		__atomic_store_n(&dirs[augur_fdtab[fd].slot].used, 0, __ATOMIC_RELEASE);
 	augur_fdtab[fd] = (struct fd_entry){0};
-	free(__atomic_exchange_n(&augur_fdpath[fd], NULL, __ATOMIC_ACQ_REL));
+	augur_fd_path(fd, NULL, 0);
+}
+
+/* file_closed reports the close of a dataset file's descriptor: the bytes
+ * read through it not counted yet, and the event where the leader reads
+ * closes; and clears its entry. */
+static void file_closed(int fd)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	if (e->slot && !augur_vforked())
+		augur_tee_closed(fd);
+	int tier = e->tier;
+	uint64_t bytes = e->bytes, unflushed = e->bytes - e->flushed;
+	*e = (struct fd_entry){0};
+	if (augur_fdpath[fd])
+		augur_fd_path(fd, NULL, 0);
+	struct augur_segment *seg = augur_st.seg;
+	if (!seg)
+		return;
+	AUGUR_ERRNO_SAVE;
+	__atomic_fetch_add(&seg->counters.bytes[tier >= 0 ? tier : AUGUR_MAX_TIERS], unflushed, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&seg->leader.want_closes, __ATOMIC_RELAXED))
+		augur_emit_n(AUGUR_EV_CLOSE, tier, fd, bytes, "", 0, 0);
+	AUGUR_ERRNO_RESTORE;
 }
 
 /* augur_fd_closed reports a tracked file's close and clears its entry.
@@ -169,8 +214,10 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 {
 	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind == FD_NONE)
 		return;
-	if (augur_fdtab[fd].kind == FD_FILE && augur_fdtab[fd].slot && !augur_vforked())
-		augur_tee_closed(fd);
+	if (augur_fdtab[fd].kind == FD_FILE) {
+		file_closed(fd);
+		return;
+	}
 	struct fd_entry e = augur_fdtab[fd];
 	if (e.kind == FD_WRITE) {
 		if (augur_vforked())
@@ -182,18 +229,10 @@ AUGUR_HIDDEN void augur_fd_closed(int fd)
 		augur_write_closed(e, abs);
 		augur_guard--;
 		AUGUR_ERRNO_RESTORE;
-		free(abs);
+		augur_fd_drop_path(abs);
 		return;
 	}
 	fd_forget(fd);
-	if (e.kind != FD_FILE || !augur_st.seg)
-		return;
-	AUGUR_ERRNO_SAVE;
-	int slot = e.tier >= 0 ? e.tier : AUGUR_MAX_TIERS;
-	__atomic_fetch_add(&augur_st.seg->counters.bytes[slot], e.bytes - e.flushed, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&augur_st.seg->leader.want_closes, __ATOMIC_RELAXED))
-		augur_emit(AUGUR_EV_CLOSE, e.tier, fd, e.bytes, "", 0);
-	AUGUR_ERRNO_RESTORE;
 }
 
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last)
@@ -211,7 +250,8 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 		return;
 	struct fd_entry e = augur_fdtab[oldfd];
 	if (e.kind == FD_FILE) {
-		augur_fd_track_file(newfd, e.tier, __atomic_load_n(&augur_fdpath[oldfd], __ATOMIC_ACQUIRE));
+		const char *abs = __atomic_load_n(&augur_fdpath[oldfd], __ATOMIC_ACQUIRE);
+		augur_fd_track_file(newfd, e.tier, abs, abs ? strlen(abs) : 0);
 		if (e.slot && !augur_vforked())
 			augur_fdtab[newfd].slot = (uint16_t)augur_tee_dup(oldfd, newfd);
 	} else if (e.kind == FD_WRITE && !augur_vforked()) {
@@ -219,23 +259,6 @@ AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd)
 	} else if (e.kind == FD_DIR) {
 		augur_fd_track_dir(newfd, dirs[e.slot].path);
 	}
-}
-
-/* augur_fd_before_read lets a descriptor of an original find its large
- * file's blocks, entered since it last looked, or move to a copy
- * published since. Two loads and compares otherwise. A descriptor that
- * tees makes its file's copy, and a large file has none: there is none
- * to move to. */
-AUGUR_HIDDEN void augur_fd_before_read(int fd)
-{
-	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier >= 0)
-		return;
-	struct fd_entry *e = &augur_fdtab[fd];
-	struct augur_segment *seg = augur_st.seg;
-	if (seg && e->bgen != (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE))
-		augur_big_look(fd, __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE));
-	if (!e->slot && !e->big && e->gen != augur_publish_gen())
-		augur_migrate(fd);
 }
 
 /*
@@ -257,7 +280,7 @@ AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off)
 		return 0;
 	int at = 0;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	struct augur_hold *h = abs ? augur_hold(abs) : NULL;
+	struct augur_hold *h = abs ? augur_hold(augur_key(abs)) : NULL;
 	if (e->tier < 0 && off >= -1 && h && __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST) == e->end_gen) {
 		if (off == -1) {
 			AUGUR_ERRNO_SAVE;

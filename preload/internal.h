@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <limits.h>
+#include <string.h>
 #include <time.h>
 
 #include "segment.h"
@@ -146,12 +147,14 @@ struct augur_state {
 	int nroots;
 	char roots[AUGUR_MAX_ROOTS][PATH_MAX];
 	size_t rootlen[AUGUR_MAX_ROOTS];
-	/* Each root's first component ("pfs" of /pfs/imagenet), for the
-	 * quick rejection of absolute paths elsewhere (paths.c). */
-	char first[AUGUR_MAX_ROOTS][256];
-	size_t firstlen[AUGUR_MAX_ROOTS];
+	/* Per tier and root, the copies' paths up to the root's end:
+	 * "<tier>/files/pfs@/imagenet@" (paths.c, augur_make_prefixes):
+	 * most of a copy's path, made once. */
+	char *prefix[AUGUR_MAX_TIERS][AUGUR_MAX_ROOTS];
+	size_t prefixlen[AUGUR_MAX_TIERS][AUGUR_MAX_ROOTS];
 	int ntiers;
 	char tiers[AUGUR_MAX_TIERS][PATH_MAX]; /* "" for a tier not in use */
+	size_t tierlen[AUGUR_MAX_TIERS];
 	uint8_t sealed[AUGUR_MAX_TIERS];       /* see config.c's sealed() */
 	int every_open; /* compare each copy with its source before serving it */
 	uid_t euid; /* copies are served only if this user owns them */
@@ -177,17 +180,32 @@ AUGUR_HIDDEN struct augur_segment *augur_map_segment(void);
 /* Paths (paths.c). augur_classify turns (dirfd, path) into an absolute,
  * normal path in abs (PATH_MAX) and says what it is: a file inside a
  * dataset root, a root or a directory above one, or neither (abs is then
- * not set). */
+ * not set). augur_classify_n, for opens, copies nothing: it names the path
+ * (struct augur_name), path itself or buf. augur_classify_normal is its
+ * quick answer for a path already absolute and normal, -1 for any other. */
 enum { AUGUR_PATH_OTHER = 0, AUGUR_PATH_FILE = 1, AUGUR_PATH_ABOVE = 2 };
+/* A path as an open classified it: absolute and normal, its length, and
+ * the root (augur_state's index) a dataset file lies under (-1: none
+ * known). */
+struct augur_name {
+	const char *abs;
+	size_t len;
+	int root;
+};
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs);
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, struct augur_name *name);
+AUGUR_HIDDEN int augur_classify_normal(const char *path, struct augur_name *name);
 /* augur_classify_ns is augur_classify for the calls that change the
  * namespace: a relative path from a descriptor of a directory the table
  * does not know (opened before the job's roots were, or by a raw system
  * call) is resolved from the kernel's name of the directory. */
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs);
-/* augur_tier_path writes abs's copy's path in tier t to out; -1 if the
- * tier is not in use or the path does not fit. */
-AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap);
+/* augur_make_prefixes makes augur_state.prefix, once the roots and tiers
+ * are added. */
+AUGUR_HIDDEN void augur_make_prefixes(void);
+/* augur_tier_path writes the copy's path in tier t of the dataset file
+ * name to out; -1 if the tier is not in use or the path does not fit. */
+AUGUR_HIDDEN int augur_tier_path(int t, const struct augur_name *name, char *out, size_t cap);
 
 /* Per-thread guard: set while the shim itself calls libc, so re-entrant
  * calls pass straight through. */
@@ -195,8 +213,18 @@ AUGUR_HIDDEN extern AUGUR_TLS int augur_guard;
 
 /* augur_active reports whether path-level interception is on for this
  * call: configured, not disabled, not re-entered. It may wait, once per
- * process, for the Go side to publish the configuration. */
-AUGUR_HIDDEN int augur_active(void);
+ * process, for the Go side to publish the configuration
+ * (augur_active_wait, config.c). */
+AUGUR_HIDDEN int augur_active_wait(void);
+static inline int augur_active(void)
+{
+	if (augur_guard)
+		return 0;
+	int c = __atomic_load_n(&augur_st.cfg, __ATOMIC_ACQUIRE);
+	if (c == AUGUR_CFG_ON)
+		return augur_st.nroots > 0;
+	return c != AUGUR_CFG_OFF && augur_active_wait();
+}
 
 /* augur_open is the single implementation behind every open-family
  * wrapper. has_mode says whether mode is meaningful (O_CREAT/O_TMPFILE). */
@@ -277,8 +305,13 @@ struct fd_entry {
 };
 AUGUR_HIDDEN extern struct fd_entry augur_fdtab[FD_MAX];
 /* The path of each descriptor served from the original, or written
- * (FD_WRITE); owned by the table, freed when the entry goes. */
+ * (FD_WRITE); owned by the table, dropped when the entry goes:
+ * augur_fd_path sets it (a copy of abs, or NULL), augur_fd_drop_path
+ * drops one taken from the table. A descriptor served from a tier has
+ * none. */
 AUGUR_HIDDEN extern char *augur_fdpath[FD_MAX];
+AUGUR_HIDDEN void augur_fd_path(int fd, const char *abs, size_t len);
+AUGUR_HIDDEN void augur_fd_drop_path(char *p);
 
 /* A descriptor of a large file served from its blocks (blocks.c): its
  * entry's key, and where its last read ended and how many in a row
@@ -297,14 +330,11 @@ static inline int augur_fd_tracked(int fd)
 
 /* Descriptor table operations. */
 AUGUR_HIDDEN extern int augur_fd_hwm; /* highest descriptor ever tracked + 1 */
-AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs);
+AUGUR_HIDDEN void augur_fd_track_file(int fd, int tier, const char *abs, size_t len);
 AUGUR_HIDDEN void augur_fd_track_dir(int fd, const char *abs);
 AUGUR_HIDDEN const char *augur_fd_dir_path(int fd);
 AUGUR_HIDDEN int augur_fd_after_fork(void);
-/* augur_publish_gen is the leader's count of copies published. */
-AUGUR_HIDDEN uint32_t augur_publish_gen(void);
 AUGUR_HIDDEN void augur_migrate(int fd);
-AUGUR_HIDDEN void augur_fd_before_read(int fd);
 /* augur_fd_at_end says whether a read of fd at off (-1: its offset; below
  * -1: a call it does not apply to) is answered end of file without the
  * shared filesystem (fdtable.c). */
@@ -312,9 +342,49 @@ AUGUR_HIDDEN int augur_fd_at_end(int fd, off_t off);
 #define AT_END_NEVER ((off_t)-2)
 AUGUR_HIDDEN int augur_fd_tier(int fd);
 AUGUR_HIDDEN void augur_fd_account(int fd, ssize_t n);
+
+/* AUGUR_FLUSH_BYTES is how much a descriptor reads before its bytes are
+ * added to the segment's counters (augur_fd_flush), rather than at its
+ * close: a DataLoader worker exits holding its files open. */
+#define AUGUR_FLUSH_BYTES (1ull << 20)
+AUGUR_HIDDEN void augur_fd_flush(int fd);
+
+/* augur_fd_count is augur_fd_account of a descriptor the table tracks
+ * (augur_fd_tracked), inline for the read wrappers. */
+static inline void augur_fd_count(int fd, ssize_t n)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	if (n > 0 && __atomic_add_fetch(&e->bytes, (uint64_t)n, __ATOMIC_RELAXED) -
+			     __atomic_load_n(&e->flushed, __ATOMIC_RELAXED) >= AUGUR_FLUSH_BYTES)
+		augur_fd_flush(fd);
+}
 AUGUR_HIDDEN void augur_fd_closed(int fd);
 AUGUR_HIDDEN void augur_fd_closed_range(unsigned int first, unsigned int last);
 AUGUR_HIDDEN void augur_fd_dup(int oldfd, int newfd);
+
+/* augur_publish_gen is the leader's count of copies published. */
+static inline uint32_t augur_publish_gen(void)
+{
+	return augur_st.seg ? (uint32_t)__atomic_load_n(&augur_st.seg->leader.publish_gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* augur_fd_plain says whether a read of the tracked descriptor fd needs
+ * only its bytes counted: it is served from a tier (a copy has no copy to
+ * move to, no blocks, no tee, no end a tee knows), or it is an original's
+ * that tees not, has no blocks nor an end its tee knows, and since it
+ * last looked the leader published no copy and entered no large file
+ * (augur_fd_before_read would do nothing). */
+static inline int augur_fd_plain(int fd)
+{
+	struct fd_entry *e = &augur_fdtab[fd];
+	struct augur_segment *seg = augur_st.seg;
+	if (e->tier >= 0)
+		return 1;
+	if (e->slot || e->big || e->end)
+		return 0;
+	return !seg || (e->bgen == (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE) &&
+			e->gen == (uint32_t)__atomic_load_n(&seg->leader.publish_gen, __ATOMIC_ACQUIRE));
+}
 
 /* augur_fd_seen raises the highest descriptor number tracked. */
 AUGUR_HIDDEN void augur_fd_seen(int fd);
@@ -323,8 +393,9 @@ AUGUR_HIDDEN void augur_fd_seen(int fd);
 AUGUR_HIDDEN pid_t augur_self_pid(void);
 AUGUR_HIDDEN int augur_vforked(void);
 
-/* FNV-1a 64 of a path: the key of the pending and writes tables. */
-AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s);
+/* augur_key is the key of the dataset file abs in the segment's tables
+ * (augur_path_key). */
+static inline uint64_t augur_key(const char *abs) { return augur_path_key(abs, strlen(abs)); }
 
 /* augur_invalidate_abs drops every tier copy of the dataset file abs and
  * tells the leader (invalidate.c). */
@@ -333,8 +404,8 @@ AUGUR_HIDDEN void augur_invalidate_abs(const char *abs);
 /* Waits for a copy (waits.c): one in flight, one asked for; a change
  * waiting for a publication under way. The first two report whether they
  * waited (look for the copy again). */
-AUGUR_HIDDEN int augur_wait_pending(const char *abs);
-AUGUR_HIDDEN int augur_request_copy(const char *abs);
+AUGUR_HIDDEN int augur_wait_pending(uint64_t key);
+AUGUR_HIDDEN int augur_request_copy(const char *abs, size_t len, uint64_t key);
 AUGUR_HIDDEN void augur_await_publishers(const char *abs);
 AUGUR_HIDDEN void augur_await_all_publishers(void);
 /* augur_futex_wait sleeps while *w is v, at most ns (a futex shared
@@ -359,11 +430,17 @@ AUGUR_HIDDEN void augur_write_mapped(int fd, void *addr, size_t len);
 AUGUR_HIDDEN void augur_write_unmapped(void *addr, size_t len);
 AUGUR_HIDDEN void augur_write_after_fork(pid_t parent, int hwm);
 AUGUR_HIDDEN void augur_write_adopt(void);
-AUGUR_HIDDEN int augur_write_held(const char *abs);
+AUGUR_HIDDEN int augur_write_held(uint64_t key);
 AUGUR_HIDDEN void augur_bump_gen(const char *abs);
 /* augur_emit appends an event to the ring (flags: AUGUR_EVF_*); 0 if it
- * was dropped (no segment, or the ring is full). */
-AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags);
+ * was dropped (no segment, or the ring is full). augur_emit_n is it for
+ * a path of len bytes. */
+AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, size_t len,
+			      uint16_t flags);
+static inline int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags)
+{
+	return augur_emit_n(kind, tier, fd, bytes, abs, strlen(abs), flags);
+}
 
 /* augur_tee_path writes the path of tee n of process pid (struct
  * augur_tee_header) to out; -1 if it does not fit. */
@@ -386,13 +463,30 @@ AUGUR_HIDDEN ssize_t augur_big_read(int fd, void *buf, size_t count, off_t off);
 AUGUR_HIDDEN ssize_t augur_big_copy(int in, off64_t *inoff, int out, off64_t *outoff, size_t count);
 AUGUR_HIDDEN int augur_big_map(int fd, off_t off, size_t len);
 AUGUR_HIDDEN void augur_big_invalidate(const char *abs);
+
+/* augur_fd_before_read lets a descriptor of an original find its large
+ * file's blocks, entered since it last looked, or move to a copy
+ * published since. Two loads and compares otherwise, inline for the read
+ * wrappers. A descriptor that tees makes its file's copy, and a large
+ * file has none: there is none to move to. */
+static inline void augur_fd_before_read(int fd)
+{
+	if (fd < 0 || fd >= FD_MAX || augur_fdtab[fd].kind != FD_FILE || augur_fdtab[fd].tier >= 0)
+		return;
+	struct fd_entry *e = &augur_fdtab[fd];
+	struct augur_segment *seg = augur_st.seg;
+	if (seg && e->bgen != (uint16_t)__atomic_load_n(&seg->blocks.gen, __ATOMIC_ACQUIRE))
+		augur_big_look(fd, __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE));
+	if (!e->slot && !e->big && e->gen != augur_publish_gen())
+		augur_migrate(fd);
+}
 AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap);
 /* augur_trusted says whether the tier file open as fd, in tier t, may be
  * served for abs (serve.c); it closes fd when not. */
 AUGUR_HIDDEN int augur_trusted(int fd, int t, const char *abs);
 
 /* tee.c: a first read that makes the copy. */
-AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs);
+AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs, size_t len, uint64_t key);
 AUGUR_HIDDEN uint64_t augur_tee_enter(int fd);
 AUGUR_HIDDEN void augur_tee_leave(int fd, uint64_t token, off_t off, const struct iovec *iov, int cnt, ssize_t n);
 AUGUR_HIDDEN void augur_tee_stop(int fd);
@@ -402,9 +496,9 @@ AUGUR_HIDDEN int augur_tee_map(int fd, const void *map, off_t off, size_t len);
 AUGUR_HIDDEN void augur_tee_before_fork(int hwm);
 AUGUR_HIDDEN void augur_tee_after_fork(int hwm);
 
-/* augur_hold is the writes table's entry of the files hashed as abs
+/* augur_hold is the writes table's entry of the files keyed key
  * (struct augur_hold), or NULL without a segment. */
-AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs);
+AUGUR_HIDDEN struct augur_hold *augur_hold(uint64_t key);
 
 /* augur_source_of writes into out (PATH_MAX) the source path of a
  * descriptor served from a tier, and reports whether fd is one. */

@@ -69,7 +69,7 @@ AUGUR_HIDDEN void augur_remove_copies(const char *abs, const char *in)
 		    augur_real.unlinkat(dir, tp + strlen(augur_st.tiers[t]) + 1, 0) == 0 && augur_st.seg) {
 			__atomic_fetch_add(&augur_st.seg->counters.invalidated, 1, __ATOMIC_RELAXED);
 			if (has)
-				augur_ident_forget(id.dev, id.ino, augur_fnv1a(abs));
+				augur_ident_forget(id.dev, id.ino, augur_key(abs));
 		}
 		augur_real.close(dir);
 	}
@@ -242,7 +242,7 @@ AUGUR_HIDDEN void augur_name_gone(int dirfd, const char *path, int content)
 	uint64_t own = 0;
 	if (cls == AUGUR_PATH_FILE) {
 		augur_invalidate_abs(abs);
-		own = augur_fnv1a(abs);
+		own = augur_key(abs);
 	}
 	struct stat sb;
 	if (CALL_REAL(fstatat, -1, dirfd, path, &sb, content ? 0 : AT_SYMLINK_NOFOLLOW) == 0) {

@@ -62,18 +62,36 @@ static int normalize(const char *base, const char *path, char *out, int *dotdot)
 	return (int)n;
 }
 
-/* classify_abs tells whether abs is inside a dataset root (AUGUR_PATH_FILE), is
- * a root or one of its ancestors (AUGUR_PATH_ABOVE), or neither. */
-static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len)
+/* same_bytes says whether the n bytes at a and b are equal, eight at a
+ * time; both hold at least n bytes. */
+static inline int same_bytes(const char *a, const char *b, size_t n)
+{
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			if (a[i] != b[i])
+				return 0;
+		return 1;
+	}
+	for (size_t i = 0; i + 8 < n; i += 8)
+		if (augur_word(a + i) != augur_word(b + i))
+			return 0;
+	return augur_word(a + n - 8) == augur_word(b + n - 8);
+}
+
+/* classify_abs tells whether abs is inside a dataset root (AUGUR_PATH_FILE;
+ * *root is that root's index), is a root or one of its ancestors
+ * (AUGUR_PATH_ABOVE), or neither. */
+static inline __attribute__((always_inline)) int classify_abs(const char *abs, size_t len, int *root)
 {
 	int cls = AUGUR_PATH_OTHER;
 	for (int i = 0; i < augur_st.nroots; i++) {
 		size_t rl = augur_st.rootlen[i];
 		const char *r = augur_st.roots[i];
-		if (len > rl && memcmp(abs, r, rl) == 0 && abs[rl] == '/')
+		if (len > rl && abs[rl] == '/' && same_bytes(abs, r, rl)) {
+			*root = i;
 			return AUGUR_PATH_FILE;
-		if (rl >= len && memcmp(abs, r, len) == 0 &&
-		    (r[len] == 0 || r[len] == '/' || len == 1))
+		}
+		if (rl >= len && (r[len] == 0 || r[len] == '/' || len == 1) && same_bytes(abs, r, len))
 			cls = AUGUR_PATH_ABOVE;
 	}
 	return cls;
@@ -93,90 +111,6 @@ static const char *base_of(int dirfd, char *cwd)
 }
 
 /*
- * first_differs is the fast answer for most paths a program opens: a
- * normal absolute path (see clean_length) whose first component is the
- * first component of no root can be under no root and above none. Only a
- * normal path: "/usr/../data/x" is under a root "/data".
- */
-static int first_differs(const char *path)
-{
-	const char *p = path + 1;
-	if (*p == 0)
-		return 0; /* "/" is above every root */
-	for (int i = 0; i < augur_st.nroots; i++) {
-		const char *f = augur_st.first[i];
-		size_t n = augur_st.firstlen[i], k = 0; /* a short compare: no call */
-		if (n == 0)
-			return 0;
-		while (k < n && f[k] == p[k])
-			k++;
-		if (k == n && (p[k] == '/' || p[k] == 0))
-			return 0;
-	}
-	return 1;
-}
-
-static int resolve_slow(int dirfd, const char *path, char *abs);
-
-/*
- * resolve_path turns (dirfd, path) into an absolute, normalised path in abs
- * and classifies it. A path with ".." under a root is resolved again with
- * realpath(3) of its parent directory, so that a symlink before the ".."
- * is followed as the kernel would.
- */
-static int resolve_path(int dirfd, const char *path, char *abs)
-{
-	if (!path || !*path)
-		return AUGUR_PATH_OTHER;
-	if (path[0] == '/') {
-		int n = clean_length(path);
-		if (n >= 0) {
-			if (first_differs(path))
-				return AUGUR_PATH_OTHER;
-			int cls = classify_abs(path, (size_t)n);
-			if (cls != AUGUR_PATH_OTHER)
-				memcpy(abs, path, (size_t)n + 1);
-			return cls;
-		}
-	}
-	return resolve_slow(dirfd, path, abs);
-}
-
-/* resolve_slow handles relative paths and paths that need normalising,
- * apart from resolve_path so that the common case does not set up its
- * buffers. */
-static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs)
-{
-	char cwd[PATH_MAX];
-	const char *base = NULL;
-	int dotdot;
-	if (path[0] != '/') {
-		base = base_of(dirfd, cwd);
-		if (!base)
-			return AUGUR_PATH_OTHER;
-	}
-	int n = normalize(base, path, abs, &dotdot);
-	if (n < 0)
-		return AUGUR_PATH_OTHER;
-	int cls = classify_abs(abs, (size_t)n);
-	if (cls == AUGUR_PATH_OTHER || !dotdot)
-		return cls;
-
-	char joined[PATH_MAX], real[PATH_MAX];
-	int w = snprintf(joined, sizeof(joined), "%s/%s", base ? base : "", path);
-	if (w < 0 || w >= (int)sizeof(joined))
-		return AUGUR_PATH_OTHER;
-	char *slash = strrchr(joined, '/');
-	const char *leaf = slash + 1;
-	*slash = 0;
-	if (!realpath(joined[0] ? joined : "/", real))
-		return AUGUR_PATH_OTHER;
-	if (normalize(real, leaf, abs, &dotdot) < 0)
-		return AUGUR_PATH_OTHER;
-	return classify_abs(abs, strlen(abs));
-}
-
-/*
  * names_dir says whether path can only name a directory: it ends in a
  * slash, or its last component is "." or "..". The kernel never opens a
  * regular file by such a name ("a.bin/" is ENOTDIR), but normalising
@@ -193,10 +127,88 @@ static int names_dir(const char *path)
 	return strcmp(last, ".") == 0 || strcmp(last, "..") == 0;
 }
 
+static int resolve_slow(int dirfd, const char *path, char *abs, struct augur_name *name);
+
+/*
+ * augur_classify_normal classifies path if it is absolute and already
+ * normal (clean_length), as most paths a program opens are, and names it
+ * in *name; it answers -1 for any other: only augur_classify_n can tell
+ * ("/usr/../data/x" is under a root "/data"). A normal absolute path
+ * names a directory by its form (see names_dir) only if it is "/".
+ */
+AUGUR_HIDDEN int augur_classify_normal(const char *path, struct augur_name *name)
+{
+	int n = path && path[0] == '/' ? clean_length(path) : -1;
+	if (n < 0)
+		return -1;
+	*name = (struct augur_name){.abs = path, .len = (size_t)n, .root = -1};
+	int cls = classify_abs(path, (size_t)n, &name->root);
+	return cls == AUGUR_PATH_FILE && n == 1 ? AUGUR_PATH_ABOVE : cls; /* "/", under a root "/" */
+}
+
+/*
+ * augur_classify_n turns (dirfd, path) into an absolute, normalised path,
+ * named in *name, and classifies it: name->abs is path itself where it is
+ * one already, else buf (PATH_MAX), which holds it. A path with ".." under
+ * a root is resolved again with realpath(3) of its parent directory, so
+ * that a symlink before the ".." is followed as the kernel would.
+ */
+AUGUR_HIDDEN int augur_classify_n(int dirfd, const char *path, char *buf, struct augur_name *name)
+{
+	int cls = augur_classify_normal(path, name);
+	if (cls >= 0)
+		return cls;
+	*name = (struct augur_name){.abs = buf, .root = -1};
+	if (!path || !*path)
+		return AUGUR_PATH_OTHER;
+	cls = resolve_slow(dirfd, path, buf, name);
+	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
+}
+
+/* resolve_slow handles relative paths and paths that need normalising,
+ * apart from augur_classify_n so that the common case does not set up its
+ * buffers. */
+static __attribute__((noinline)) int resolve_slow(int dirfd, const char *path, char *abs, struct augur_name *name)
+{
+	char cwd[PATH_MAX];
+	const char *base = NULL;
+	int dotdot;
+	if (path[0] != '/') {
+		base = base_of(dirfd, cwd);
+		if (!base)
+			return AUGUR_PATH_OTHER;
+	}
+	int n = normalize(base, path, abs, &dotdot);
+	if (n < 0)
+		return AUGUR_PATH_OTHER;
+	name->len = (size_t)n;
+	int cls = classify_abs(abs, (size_t)n, &name->root);
+	if (cls == AUGUR_PATH_OTHER || !dotdot)
+		return cls;
+
+	char joined[PATH_MAX], real[PATH_MAX];
+	int w = snprintf(joined, sizeof(joined), "%s/%s", base ? base : "", path);
+	if (w < 0 || w >= (int)sizeof(joined))
+		return AUGUR_PATH_OTHER;
+	char *slash = strrchr(joined, '/');
+	const char *leaf = slash + 1;
+	*slash = 0;
+	if (!realpath(joined[0] ? joined : "/", real))
+		return AUGUR_PATH_OTHER;
+	if ((n = normalize(real, leaf, abs, &dotdot)) < 0)
+		return AUGUR_PATH_OTHER;
+	name->len = (size_t)n;
+	name->root = -1;
+	return classify_abs(abs, (size_t)n, &name->root);
+}
+
 AUGUR_HIDDEN int augur_classify(int dirfd, const char *path, char *abs)
 {
-	int cls = resolve_path(dirfd, path, abs);
-	return cls == AUGUR_PATH_FILE && names_dir(path) ? AUGUR_PATH_ABOVE : cls;
+	struct augur_name name;
+	int cls = augur_classify_n(dirfd, path, abs, &name);
+	if (cls != AUGUR_PATH_OTHER && name.abs != abs)
+		memcpy(abs, name.abs, name.len + 1);
+	return cls;
 }
 
 AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
@@ -216,43 +228,68 @@ AUGUR_HIDDEN int augur_classify_ns(int dirfd, const char *path, char *abs)
 }
 
 /*
- * tier_path maps an absolute source path to its copy in tier t:
- * <tier>/files/<dir>@/<dir>@/<name>. The '@' on every directory component
- * keeps a directory of the source from ever matching a copied file, so a
- * read-only open of a dataset directory never lands on a tier directory.
- * Files whose name ends in '@' are never copied (see tiering.CopyPath).
+ * augur_tier_path maps the absolute source path abs, of len bytes, to its
+ * copy in tier t: <tier>/files/<dir>@/<dir>@/<name>. The '@' on every
+ * directory component keeps a directory of the source from ever matching
+ * a copied file, so a read-only open of a dataset directory never lands
+ * on a tier directory. Files whose name ends in '@' are never copied (see
+ * tiering.CopyPath).
  */
-AUGUR_HIDDEN int augur_tier_path(int t, const char *abs, char *out, size_t cap)
+AUGUR_HIDDEN int augur_tier_path(int t, const struct augur_name *name, char *out, size_t cap)
 {
-	return augur_tier_path_in(t, "files", abs, out, cap);
+	/* Under a root, all of the path up to the root's end is made
+	 * already: what follows it is marked the same whatever precedes it. */
+	int r = name->root;
+	size_t pl = r >= 0 ? augur_st.prefixlen[t][r] : 0, rl = r >= 0 ? augur_st.rootlen[r] : 0;
+	if (pl && pl + 1 < cap) {
+		copy_bytes(out, augur_st.prefix[t][r], pl);
+		return marked_copy(out, pl, cap, name->abs + rl, name->len - rl);
+	}
+	size_t n = augur_st.tierlen[t];
+	if (n == 0 || n + 6 >= cap) /* a tier not in use, or too long a path */
+		return -1;
+	memcpy(out, augur_st.tiers[t], n);
+	memcpy(out + n, "/files", 6);
+	return marked_copy(out, n + 6, cap, name->abs, name->len);
+}
+
+/* augur_make_prefixes makes, for each tier in use and root (but "/"),
+ * the part of the root's files' copies' paths up to the root's end:
+ * <tier>/files<root with "@" after each directory and after itself>.
+ * Without the memory for one, those copies' paths are made whole. */
+AUGUR_HIDDEN void augur_make_prefixes(void)
+{
+	for (int t = 0; t < augur_st.ntiers; t++)
+		for (int i = 0; i < augur_st.nroots; i++) {
+			size_t n = augur_st.tierlen[t], rl = augur_st.rootlen[i];
+			const char *r = augur_st.roots[i];
+			char *p = n && rl ? malloc(n + 6 + 2 * rl + 2) : NULL;
+			if (!p)
+				continue;
+			memcpy(p, augur_st.tiers[t], n);
+			memcpy(p + n, "/files", 6);
+			n += 6;
+			for (size_t k = 0; k < rl; k++) {
+				if (k > 0 && r[k] == '/')
+					p[n++] = '@';
+				p[n++] = r[k];
+			}
+			p[n++] = '@';
+			p[n] = 0;
+			augur_st.prefix[t][i] = p;
+			augur_st.prefixlen[t][i] = n;
+		}
 }
 
 /* augur_tier_path_in is augur_tier_path under the tier's directory dir:
  * "files" for whole copies, "blocks" for large files' blocks. */
 AUGUR_HIDDEN int augur_tier_path_in(int t, const char *dir, const char *abs, char *out, size_t cap)
 {
-	size_t n = strlen(augur_st.tiers[t]), d = strlen(dir);
-	if (n == 0 || n + d + 1 >= cap) /* a tier not in use, or too long a path */
+	size_t n = augur_st.tierlen[t], d = strlen(dir);
+	if (n == 0 || n + d + 1 >= cap)
 		return -1;
 	memcpy(out, augur_st.tiers[t], n);
 	out[n++] = '/';
 	memcpy(out + n, dir, d);
-	n += d;
-	const char *s = abs;
-	while (*s) {
-		const char *e = strchr(s + 1, '/');
-		size_t len = e ? (size_t)(e - s) : strlen(s);
-		if (n + len + 2 >= cap)
-			return -1;
-		memcpy(out + n, s, len);
-		n += len;
-		if (e)
-			out[n++] = '@';
-		else if (len > 1 && s[len - 1] == '@')
-			return -1;
-		s += len;
-	}
-	out[n] = 0;
-	return (int)n;
+	return marked_copy(out, n + d, cap, abs, strlen(abs));
 }
-

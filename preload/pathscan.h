@@ -1,8 +1,8 @@
 /*
- * pathscan.h — is an absolute path already normal? Asked on every
- * open of every process under the shim, so it is fast: 16 bytes at a time.
- * Its own header so that test/c/pathscan.c can hold the vector scan
- * against the byte-by-byte one on every alignment.
+ * pathscan.h — is an absolute path already normal, and its copy's path
+ * in a tier. Asked on every open of a dataset file, so both are fast: 16
+ * bytes at a time. Their own header so that test/c/pathscan.c can hold the
+ * vector scans against byte-by-byte ones on every alignment.
  */
 #ifndef AUGUR_PRELOAD_PATHSCAN_H
 #define AUGUR_PRELOAD_PATHSCAN_H
@@ -50,12 +50,14 @@ static inline int clean_length(const char *path)
 	unsigned skip = ~0u << off;
 	for (size_t at = 0; at <= PATH_MAX + 16; at += 16, skip = ~0u) {
 		__m128i v = _mm_load_si128((const __m128i *)(blk + at));
-		unsigned s = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) & skip;
-		unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nul)) & skip;
-		unsigned d = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, dot));
-		unsigned upto = z ? z ^ (z - 1) : 0xffffu; /* bytes up to the end */
-		unsigned after = (s | d | z) & upto;       /* may not follow a slash */
-		if ((carry & after) || (s & upto & (after >> 1)))
+		__m128i vs = _mm_cmpeq_epi8(v, slash), vz = _mm_cmpeq_epi8(v, nul);
+		unsigned s = (unsigned)_mm_movemask_epi8(vs) & skip;
+		unsigned z = (unsigned)_mm_movemask_epi8(vz) & skip;
+		/* may not follow a slash: a slash, a dot, the end */
+		unsigned f = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(vs, vz), _mm_cmpeq_epi8(v, dot)));
+		if (z)
+			s &= (z & -z) - 1; /* the slashes before the end */
+		if ((s & (f >> 1)) | (carry & f))
 			return clean_length_bytes(path);
 		if (z) {
 			size_t n = at + (size_t)__builtin_ctz(z) - off;
@@ -66,6 +68,101 @@ static inline int clean_length(const char *path)
 	return -1;
 #else
 	return clean_length_bytes(path);
+#endif
+}
+
+/*
+ * marked_copy_bytes writes after the o bytes of out (cap bytes in all)
+ * the normal absolute path abs, of len bytes, with an '@' after each of
+ * its directories ("/a/b/c" becomes "/a@/b@/c": tiering.CopyPath), and a
+ * NUL, a byte at a time. It returns the length of out, or -1 if that does
+ * not fit or the file's name ends in '@' (no such file is copied).
+ */
+static inline int marked_copy_bytes(char *out, size_t o, size_t cap, const char *abs, size_t len)
+{
+	size_t s = 0; /* where the component being copied begins: at its slash */
+	for (size_t p = 1; p <= len; p++) {
+		if (p < len && abs[p] != '/')
+			continue;
+		if (o + (p - s) + 2 >= cap || (p == len && p - s > 1 && abs[p - 1] == '@'))
+			return -1;
+		memcpy(out + o, abs + s, p - s);
+		o += p - s;
+		if (p < len)
+			out[o++] = '@';
+		s = p;
+	}
+	out[o] = 0;
+	return (int)o;
+}
+
+/* copy_bytes copies n bytes from src to dst eight at a time, reading and
+ * writing none past them (the last word overlaps the one before; below
+ * eight bytes, two overlapping halves). */
+static inline void copy_bytes(char *dst, const char *src, size_t n)
+{
+	uint64_t w;
+	uint32_t h, t;
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&w, src + i, 8);
+			memcpy(dst + i, &w, 8);
+		}
+		memcpy(&w, src + n - 8, 8);
+		memcpy(dst + n - 8, &w, 8);
+	} else if (n >= 4) {
+		memcpy(&h, src, 4);
+		memcpy(&t, src + n - 4, 4);
+		memcpy(dst, &h, 4);
+		memcpy(dst + n - 4, &t, 4);
+	} else if (n > 0) {
+		dst[0] = src[0];
+		dst[n / 2] = src[n / 2];
+		dst[n - 1] = src[n - 1];
+	}
+}
+
+/*
+ * marked_copy answers as marked_copy_bytes does. With SSE2 it finds the
+ * slashes 16 bytes at a time, with aligned loads as in clean_length, and
+ * copies each directory whole: as 16 bytes at once where the path goes
+ * on for that many (what lies past the directory in out is overwritten
+ * by what follows it). Only where out has room for the longest result
+ * (every byte a directory's) and that overrun; else a byte at a time.
+ */
+static inline int marked_copy(char *out, size_t o, size_t cap, const char *abs, size_t len)
+{
+#ifdef __SSE2__
+	if (o + 2 * len + 18 > cap || len == 0)
+		return marked_copy_bytes(out, o, cap, abs, len);
+	const __m128i slash = _mm_set1_epi8('/');
+	size_t off = (uintptr_t)abs & 15, s = 0;
+	const char *blk = abs - off;
+	unsigned skip = ~0u << (off + 1); /* bytes before abs, and its first slash */
+	for (size_t at = 0; at < off + len; at += 16, skip = ~0u) {
+		__m128i v = _mm_load_si128((const __m128i *)(blk + at));
+		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) & skip;
+		if (off + len - at < 16)
+			m &= (1u << (off + len - at)) - 1;
+		for (; m; m &= m - 1) {
+			size_t p = at + (size_t)__builtin_ctz(m) - off;
+			if (p - s <= 16 && len - s >= 16)
+				memcpy(out + o, abs + s, 16);
+			else
+				copy_bytes(out + o, abs + s, p - s);
+			o += p - s;
+			out[o++] = '@';
+			s = p;
+		}
+	}
+	if (len - s > 1 && abs[len - 1] == '@')
+		return -1;
+	copy_bytes(out + o, abs + s, len - s);
+	o += len - s;
+	out[o] = 0;
+	return (int)o;
+#else
+	return marked_copy_bytes(out, o, cap, abs, len);
 #endif
 }
 

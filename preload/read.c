@@ -25,23 +25,34 @@
  * and its bytes to the tee of one that tees (tee.c): TEE says
  * where they are, from the call's own arguments and its result n. A
  * descriptor of a large file tiered in blocks reads through BIG
- * (blocks.c), where the call's arguments are ones the kernel takes. */
-#define READ_WRAPPER(ret, fn, TEE, POS, BIG, fd, ...)              \
-	{                                                          \
-		if (!augur_fd_tracked(fd))                         \
-			return CALL_REAL(fn, -1, __VA_ARGS__);     \
-		augur_fd_before_read(fd);                          \
-		if (augur_fdtab[fd].big) {                         \
-			BIG;                                       \
-		}                                                  \
-		if (augur_fd_at_end(fd, (POS)))                    \
-			return 0;                                  \
-		uint64_t tee_ = augur_tee_enter(fd);               \
-		ret n = CALL_REAL(fn, -1, __VA_ARGS__);           \
-		augur_fd_account(fd, (ssize_t)n);                  \
-		if (tee_)                                          \
-			TEE;                                       \
-		return n;                                          \
+ * (blocks.c), where the call's arguments are ones the kernel takes. Most
+ * descriptors have none of these (augur_fd_plain): their reads are only
+ * counted; the rest is a function of its own (name_tracked). */
+#define READ_WRAPPER(ret, name, fn, params, TEE, POS, BIG, fd, ...)   \
+	static __attribute__((noinline)) ret name##_tracked params     \
+	{                                                               \
+		augur_fd_before_read(fd);                               \
+		if (augur_fdtab[fd].big) {                              \
+			BIG;                                            \
+		}                                                       \
+		if (augur_fdtab[fd].end && augur_fd_at_end(fd, (POS)))  \
+			return 0;                                       \
+		uint64_t tee_ = augur_fdtab[fd].slot ? augur_tee_enter(fd) : 0; \
+		ret n = CALL_REAL(fn, -1, __VA_ARGS__);                 \
+		augur_fd_count(fd, (ssize_t)n);                         \
+		if (tee_)                                               \
+			TEE;                                            \
+		return n;                                               \
+	}                                                               \
+	AUGUR_EXPORT ret name params                                    \
+	{                                                               \
+		if (!augur_fd_tracked(fd))                              \
+			return CALL_REAL(fn, -1, __VA_ARGS__);          \
+		if (!augur_fd_plain(fd))                                \
+			return name##_tracked(__VA_ARGS__);             \
+		ret n = CALL_REAL(fn, -1, __VA_ARGS__);                 \
+		augur_fd_count(fd, (ssize_t)n);                         \
+		return n;                                               \
 	}
 
 /* A read into one buffer at off (-1: the descriptor's offset). */
@@ -73,37 +84,36 @@ static void tee_buf(int fd, uint64_t token, off_t off, void *buf, ssize_t n)
 	if ((off) >= -1 && !flags)                             \
 	return augur_big_readv(fd, iov, cnt, (off))
 
-AUGUR_EXPORT ssize_t read(int fd, void *buf, size_t count)
-	READ_WRAPPER(ssize_t, read, TEE_BUF(-1), -1, BIG_BUF(-1), fd, fd, buf, count)
+READ_WRAPPER(ssize_t, read, read, (int fd, void *buf, size_t count),
+	     TEE_BUF(-1), -1, BIG_BUF(-1), fd, fd, buf, count)
 
-AUGUR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
-	READ_WRAPPER(ssize_t, read_chk, TEE_BUF(-1), AT_END_NEVER, BIG_CHK(-1), fd, fd, buf, count, buflen)
+READ_WRAPPER(ssize_t, __read_chk, read_chk, (int fd, void *buf, size_t count, size_t buflen),
+	     TEE_BUF(-1), AT_END_NEVER, BIG_CHK(-1), fd, fd, buf, count, buflen)
 
-AUGUR_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
-	READ_WRAPPER(ssize_t, pread, TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
+READ_WRAPPER(ssize_t, pread, pread, (int fd, void *buf, size_t count, off_t off),
+	     TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
 
-AUGUR_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
-	READ_WRAPPER(ssize_t, pread64, TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
+READ_WRAPPER(ssize_t, pread64, pread64, (int fd, void *buf, size_t count, off64_t off),
+	     TEE_BUF(off), AT_END_POS(off), BIG_POS(off), fd, fd, buf, count, off)
 
-AUGUR_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
-	READ_WRAPPER(ssize_t, pread64_chk, TEE_BUF(off), AT_END_NEVER, BIG_CHK(off >= 0 ? off : -2), fd, fd,
-		     buf, count, off, buflen)
+READ_WRAPPER(ssize_t, __pread64_chk, pread64_chk, (int fd, void *buf, size_t count, off64_t off, size_t buflen),
+	     TEE_BUF(off), AT_END_NEVER, BIG_CHK(off >= 0 ? off : -2), fd, fd, buf, count, off, buflen)
 
-AUGUR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
-	READ_WRAPPER(ssize_t, readv, TEE_IOV(-1), AT_END_NEVER, BIG_IOV(-1), fd, fd, iov, cnt)
+READ_WRAPPER(ssize_t, readv, readv, (int fd, const struct iovec *iov, int cnt),
+	     TEE_IOV(-1), AT_END_NEVER, BIG_IOV(-1), fd, fd, iov, cnt)
 
-AUGUR_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-	READ_WRAPPER(ssize_t, preadv, TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
+READ_WRAPPER(ssize_t, preadv, preadv, (int fd, const struct iovec *iov, int cnt, off_t off),
+	     TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
 
-AUGUR_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
-	READ_WRAPPER(ssize_t, preadv64, TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
+READ_WRAPPER(ssize_t, preadv64, preadv64, (int fd, const struct iovec *iov, int cnt, off64_t off),
+	     TEE_IOV(off), AT_END_NEVER, BIG_IOV(off >= 0 ? off : -2), fd, fd, iov, cnt, off)
 
 /* preadv2's offset -1 is the descriptor's, as the tee's -1 is. */
-AUGUR_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv2, TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
+READ_WRAPPER(ssize_t, preadv2, preadv2, (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+	     TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
 
-AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
-	READ_WRAPPER(ssize_t, preadv64v2, TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
+READ_WRAPPER(ssize_t, preadv64v2, preadv64v2, (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
+	     TEE_IOV(off), AT_END_NEVER, BIG_IOV2(off), fd, fd, iov, cnt, off, flags)
 
 /* sendfile of a large file's descriptor copies through augur_big_copy,
  * where the offset is one the kernel takes. */
@@ -111,11 +121,11 @@ AUGUR_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_
 	if (!(off) || *(off) >= 0)                             \
 	return augur_big_copy(in, (off64_t *)(off), out, NULL, count)
 
-AUGUR_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
+READ_WRAPPER(ssize_t, sendfile, sendfile, (int out, int in, off_t *off, size_t count),
+	     TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
-AUGUR_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
-	READ_WRAPPER(ssize_t, sendfile64, TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
+READ_WRAPPER(ssize_t, sendfile64, sendfile64, (int out, int in, off64_t *off, size_t count),
+	     TEE_STOP, AT_END_NEVER, BIG_SEND(off), in, out, in, off, count)
 
 /*
  * copy_file_range fails with EXDEV between filesystems. A descriptor served

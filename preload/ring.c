@@ -1,23 +1,12 @@
 /*
  * ring.c — the event ring: every open, close and request of every process
  * of the job, appended lock-free to a ring in the job's segment, which
- * the leader reads (shim/ring.go) to learn each rank's cursor. Also the
- * FNV-1a hash that keys the segment's per-file tables.
+ * the leader reads (shim/ring.go) to learn each rank's cursor.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-AUGUR_HIDDEN uint64_t augur_fnv1a(const char *s)
-{
-	uint64_t h = 14695981039346656037ULL; /* FNV-1a 64, as Go's hash/fnv */
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
 
 /*
  * Ranks. Every launcher leaves the process's global rank in its
@@ -65,9 +54,16 @@ static void ranks_of(pid_t pid, int32_t *global, int32_t *local)
 	__atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
 }
 
-/* augur_emit appends one event; when the ring is full it drops the event
+/* seen_tail is a tail of the ring this process read: never past the
+ * leader's, which only moves on. A slot before it plus AUGUR_RING_SLOTS
+ * is free without a look at the tail, a word the leader writes at every
+ * event (each look cost a producer the line from the leader's core). */
+static uint64_t seen_tail;
+
+/* augur_emit_n appends one event; when the ring is full it drops the event
  * and counts it: the leader is behind, and training must not wait for it. */
-AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, uint16_t flags)
+AUGUR_HIDDEN int augur_emit_n(uint32_t kind, int tier, int fd, uint64_t bytes, const char *abs, size_t len,
+			      uint16_t flags)
 {
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
@@ -75,7 +71,11 @@ AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, con
 	struct augur_ring *r = &seg->ring;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 	for (;;) {
-		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		uint64_t tail = __atomic_load_n(&seen_tail, __ATOMIC_RELAXED);
+		if (head - tail >= AUGUR_RING_SLOTS) {
+			tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+			__atomic_store_n(&seen_tail, tail, __ATOMIC_RELAXED);
+		}
 		if (head - tail >= AUGUR_RING_SLOTS) {
 			__atomic_fetch_add(&seg->counters.ring_dropped, 1, __ATOMIC_RELAXED);
 			return 0;
@@ -85,7 +85,6 @@ AUGUR_HIDDEN int augur_emit(uint32_t kind, int tier, int fd, uint64_t bytes, con
 			break;
 	}
 	struct augur_event *ev = &r->slots[head & (AUGUR_RING_SLOTS - 1)];
-	size_t len = strlen(abs);
 	ev->bytes = bytes;
 	ev->kind = kind;
 	ev->tier = tier;

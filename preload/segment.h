@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 22
+#define AUGUR_ABI_VERSION 23
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
@@ -37,6 +37,9 @@
 #define AUGUR_BLOCK_SHIFT 22  /* a block, 4 MiB (64 pages): large files are tiered a block at a time */
 #define AUGUR_BFILES 4096     /* power of two; struct augur_bfile */
 #define AUGUR_BWORDS (1u << 21) /* struct augur_blocks.words */
+#define AUGUR_PRESENT_SHIFT 25 /* struct augur_present: 2^25 buckets of a bit per tier */
+#define AUGUR_CHECKED_SLOTS (1u << 18) /* power of two; struct augur_checked */
+#define AUGUR_CHECKED_EPOCH_NS 100000000ull /* 100 ms: struct augur_checked */
 
 /* Event kinds. */
 enum {
@@ -74,6 +77,18 @@ enum {
 				  * tiers' trash/ */
 };
 
+/* Which OPEN events the leader reads (struct augur_leader.want_opens):
+ * those of every open served from a tier (the clairvoyant policy follows
+ * each), those of an open served from a tier whose copy is due to be
+ * compared with its source (revalidation; augur_checked), those of opens
+ * of the original (the reactive policy copies the file; the clairvoyant
+ * one reads every open). */
+enum {
+	AUGUR_WANT_SERVED = 1,
+	AUGUR_WANT_ORIGINAL = 2,
+	AUGUR_WANT_DUE = 4,
+};
+
 /*
  * One access, 256 bytes. seq is written last (release) and is the slot's
  * sequence number + 1, so the reader knows the slot is complete.
@@ -95,7 +110,8 @@ struct augur_event {
 
 /* Counters kept by the data plane, in every process, with atomics. */
 struct augur_counters {
-	uint64_t opens;                    /* read-only opens of dataset files */
+	/* Read-only opens of dataset files (their sum: one atomic add per
+	 * open, not two): */
 	uint64_t hits[AUGUR_MAX_TIERS];    /* ... served from tier i */
 	uint64_t misses;                   /* ... served from the original */
 	uint64_t bytes[AUGUR_MAX_TIERS + 1]; /* read bytes by tier; last = original */
@@ -173,6 +189,18 @@ struct augur_leader {
 				 * the data plane does not send them */
 	uint64_t want_reads;    /* 1: the policy reads READ events of large
 				 * files (clairvoyant: samples inside files) */
+	uint64_t want_opens;    /* the OPEN events someone reads, AUGUR_WANT_*;
+				 * the data plane sends no other */
+	uint64_t checked_epoch; /* CLOCK_MONOTONIC / AUGUR_CHECKED_EPOCH_NS at the
+				 * leader's last poll (struct augur_checked) */
+	uint64_t checked_trust; /* a mark younger than these epochs is trusted; 0:
+				 * none is (revalidate under 200 ms, or 0) */
+	uint64_t copying;       /* 1: the leader copies files into its tiers while
+				 * it runs (reactive, clairvoyant): an open that
+				 * finds no copy may wait for one or tee, and a
+				 * descriptor of an original keeps its path, to
+				 * move to a copy published later or read a large
+				 * file's blocks; 0 (static): none of these */
 	char policy[16];
 	char tiers[AUGUR_MAX_TIERS][256];
 	/* What each stream (rank) of the clairvoyant policy was found to
@@ -218,7 +246,7 @@ struct augur_leader {
 };
 
 /*
- * Copies in flight: slot hash & (SLOTS-1) holds the FNV-1a hash of a
+ * Copies in flight: slot hash & (SLOTS-1) holds the key (augur_path_key) of a
  * source whose copy is being made. A reader that finds no copy but its
  * file COPYING here waits (bounded) for the copy instead of reading the
  * shared filesystem a second time. A reader that finds no copy and the
@@ -294,7 +322,7 @@ struct augur_config {
  * Writers inside the job. Every descriptor through which a process of
  * the job may write a dataset file, and every shared writable mapping of
  * one, is registered in slot[] while it exists (writers.c); hold[]
- * counts them by the FNV-1a hash of the file's path. While a file's count
+ * counts them by the key of the file's path. While a file's count
  * is not zero no copy of it is served, and the leader neither starts nor
  * publishes one. gen is bumped by every change of the file the data plane
  * sees (a write open, a close of a write descriptor, truncate, unlink,
@@ -328,7 +356,7 @@ struct augur_writer {
 	int32_t pid;
 	int32_t fd;        /* -1: a mapping */
 	uint32_t pad;
-	uint64_t key;      /* FNV-1a of the source path */
+	uint64_t key;      /* of the source path (augur_path_key) */
 	uint64_t dev, ino; /* the file, to find the descriptor again after exec */
 	uint64_t addr, len; /* a mapping's range */
 };
@@ -368,7 +396,7 @@ struct augur_writes {
 
 /*
  * The identity of every copy's source: device and inode, and the key
- * (FNV-1a) of the source path the copy is found by; key 0 is a free
+ * (augur_path_key) of the source path the copy is found by; key 0 is a free
  * entry. The table grows by levels, each twice the last (ident_levels in
  * use, raised by the leader when every level before is full where a file
  * would go), so that a job of a few thousand copies touches a few pages
@@ -398,6 +426,93 @@ static inline uint32_t augur_ident_bucket(uint64_t dev, uint64_t ino, int level,
 	uint32_t size = AUGUR_IDENT_BUCKETS0 << level;
 	return AUGUR_IDENT_BUCKETS0 * ((1u << level) - 1) + (uint32_t)((which ? h >> 32 : h) & (size - 1));
 }
+
+/*
+ * augur_path_key is the key of a dataset file in every table of the
+ * segment (pending, writes, blocks, identities, presence): a hash of its
+ * absolute source path, s, of n bytes, taken eight bytes at a time (an
+ * FNV-1a of a byte at a time cost an open some 190 instructions). The
+ * last word overlaps the one before rather than read past s; the Go half
+ * calls this very function (shim/pending.go, pathKey).
+ */
+static inline uint64_t augur_word(const char *s)
+{
+	uint64_t w;
+	__builtin_memcpy(&w, s, 8);
+	return w;
+}
+
+static inline uint64_t augur_path_key(const char *s, uint64_t n)
+{
+	const uint64_t m = 0x9e3779b97f4a7c15ull;
+	uint64_t h = n * m;
+	uint64_t i = 0;
+	if (n < 8) {
+		uint64_t w = 0;
+		for (; i < n; i++)
+			w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+		h = (h ^ w) * m;
+	} else {
+		for (; i + 8 < n; i += 8) {
+			h = (h ^ augur_word(s + i)) * m;
+			h ^= h >> 29;
+		}
+		h = (h ^ augur_word(s + n - 8)) * m;
+	}
+	h ^= h >> 32; /* murmur3's finaliser: every bit of the key, from every bit of h */
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 29;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 32);
+}
+
+/*
+ * Which tiers may hold a file's copy: a filter the leader keeps for each
+ * tier it writes, so that an open tries no tier that does not hold the
+ * file (a failed open of a path in tmpfs costs 2.5-3.5 us on this host,
+ * as much as the open, read and close of a 4 KiB file). Bucket b of the
+ * file keyed k is k's top AUGUR_PRESENT_SHIFT bits; its bit t, bit
+ * 4*(b%8)+t of words[b/8], is set, never cleared, by the leader before
+ * a copy is renamed into tier t and for every copy it finds there at
+ * start, before it sets bit t of kept. A bit set for a copy gone, or
+ * another file's of the bucket, costs an open the tier's open attempt it
+ * made before; a bit clear means no copy, while kept says so. kept's bit
+ * t is set only by a leader holding tier t's lock (the tier's only
+ * writer) and cleared by one that does not: a tier not kept is tried at
+ * every open.
+ */
+struct augur_present {
+	uint32_t kept;
+	uint32_t pad;
+	uint32_t words[1u << (AUGUR_PRESENT_SHIFT - 3)];
+};
+
+static inline uint32_t augur_present_word(uint64_t key) { return (uint32_t)(key >> (64 - AUGUR_PRESENT_SHIFT + 3)); }
+static inline uint32_t augur_present_shift(uint64_t key)
+{
+	return (uint32_t)(key >> (64 - AUGUR_PRESENT_SHIFT)) % 8 * 4;
+}
+
+/*
+ * Copies compared lately. The leader, as it queues a served copy's
+ * comparison with its source, publishes a copy, or drops the event of an
+ * open of a copy compared less than an interval ago (revalidate.go),
+ * writes in the slot of the file keyed k, checked[k % AUGUR_CHECKED_SLOTS],
+ * k and the epoch (CLOCK_MONOTONIC / AUGUR_CHECKED_EPOCH_NS) of that
+ * comparison, under the slot's sequence (odd while it writes). An open
+ * served from a tier that finds its key there, whole, with an epoch fewer
+ * than leader.checked_trust behind leader.checked_epoch sends no event
+ * where the leader only wants the due ones (AUGUR_WANT_DUE): the leader
+ * would drop it. checked_trust is the interval's epochs less one, so a
+ * mark spares no event the leader would use while it polls every 5 ms;
+ * another file's mark in the slot only costs an event.
+ */
+struct augur_checked {
+	uint64_t seq;
+	uint64_t key;
+	uint64_t epoch;
+	uint64_t pad;
+};
 
 struct augur_ring {
 	uint64_t head; /* next slot to claim (producers, fetch-add) */
@@ -437,7 +552,7 @@ struct augur_ring {
 #define AUGUR_BFILE_GONE 1
 enum { AUGUR_BFILE_MAPPED = 1 }; /* flags: a mapping of a blocks file was made: no page is taken away */
 struct augur_bfile {
-	uint64_t key;      /* FNV-1a of the source path; 0 free, AUGUR_BFILE_GONE freed */
+	uint64_t key;      /* of the source path (augur_path_key); 0 free, AUGUR_BFILE_GONE freed */
 	uint64_t size;     /* the source's, when it was entered */
 	uint64_t dev, ino; /* the source */
 	uint32_t nblocks;
@@ -471,6 +586,8 @@ struct augur_segment {
 	struct augur_writes writes;
 	struct augur_ring ring;
 	struct augur_blocks blocks;
+	struct augur_present present;
+	struct augur_checked checked[AUGUR_CHECKED_SLOTS];
 	struct augur_ident ident[AUGUR_IDENT_BUCKETS][AUGUR_IDENT_WAYS];
 };
 

@@ -84,15 +84,34 @@ static int fresh_copy(int fd, const char *abs)
 	return 0;
 }
 
-/* open_copy tries the tiers, fastest first. Returns the fd of a copy and
- * sets *tier, or -1 when no tier has one (errno is then irrelevant). */
-static int open_copy(const char *abs, int flags, int *tier)
+/* tiers_to_try is the set of tiers (bit t) whose copy of the file keyed
+ * key an open tries: every tier whose presence filter the leader keeps
+ * and says may hold one, and every tier whose filter it does not keep
+ * (struct augur_present). */
+static unsigned tiers_to_try(uint64_t key)
 {
+	unsigned all = (1u << augur_st.ntiers) - 1;
+	if (!augur_st.seg)
+		return all;
+	struct augur_present *p = &augur_st.seg->present;
+	unsigned kept = __atomic_load_n(&p->kept, __ATOMIC_ACQUIRE);
+	unsigned bits = __atomic_load_n(&p->words[augur_present_word(key)], __ATOMIC_ACQUIRE) >> augur_present_shift(key);
+	return (bits | ~kept) & all;
+}
+
+/* open_copy tries the tiers of try (bit t: tier t; tiers_to_try) for
+ * the copy of the dataset file name, fastest first. Returns the fd of a
+ * copy and sets *tier, or -1 when no tier has one (errno is then
+ * irrelevant). */
+static int open_copy(const struct augur_name *name, unsigned try, int flags, int *tier)
+{
+	const char *abs = name->abs;
 	char tp[PATH_MAX];
 	/* A copy is never a symlink: O_NOFOLLOW opens nothing else. */
 	int tflags = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
-	for (int t = 0; t < augur_st.ntiers; t++) {
-		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+	for (; try; try &= try - 1) {
+		int t = __builtin_ctz(try);
+		if (augur_tier_path(t, name, tp, sizeof(tp)) < 0)
 			continue;
 		int fd = CALL_REAL(openat, -1, AT_FDCWD, tp, tflags, 0);
 		/* tmpfs refuses O_DIRECT: the copy is still the right bytes
@@ -111,15 +130,15 @@ static int open_copy(const char *abs, int flags, int *tier)
 	return -1;
 }
 
-/* plain_source says whether the source of abs's copy in the fastest tier
+/* plain_source says whether the source of name's copy in the fastest tier
  * holding one is known not to be a symlink: the publisher marks copies of
  * symlinks with user.augur.link. It asks by path, so it opens nothing.
  * Without xattrs nothing is known. */
-static int plain_source(const char *abs)
+static int plain_source(const struct augur_name *name, uint64_t key)
 {
 	char tp[PATH_MAX], v;
-	for (int t = 0; t < augur_st.ntiers; t++) {
-		if (augur_tier_path(t, abs, tp, sizeof(tp)) < 0)
+	for (unsigned try = tiers_to_try(key); try; try &= try - 1) {
+		if (augur_tier_path(__builtin_ctz(try), name, tp, sizeof(tp)) < 0)
 			continue;
 		if (getxattr(tp, "user.augur.link", &v, 1) >= 0)
 			return 0;
@@ -131,61 +150,135 @@ static int plain_source(const char *abs)
 	return 0;
 }
 
-/* held says whether a process of the job may be writing abs: it is then
- * served from the original (counted). */
-static int held(const char *abs)
+/* held says whether a process of the job may be writing the file keyed
+ * key: it is then served from the original (counted). */
+static int held(uint64_t key)
 {
-	if (!augur_write_held(abs))
+	if (!augur_write_held(key))
 		return 0;
 	__atomic_fetch_add(&augur_st.seg->counters.held_opens, 1, __ATOMIC_RELAXED);
 	return 1;
 }
 
-/* opened records a read-only open of a dataset file served from tier
- * (-1: the original), which tees if tee (augur_tee_begin's): descriptor
- * table, counters, event. */
-static void opened(int fd, int tier, const char *abs, int tee)
+/* checked_lately says whether the copy of the file keyed key was
+ * compared with its source less than an interval ago (struct
+ * augur_checked): a slot being written, or another file's, says no. */
+static int checked_lately(struct augur_segment *seg, uint64_t key)
 {
-	augur_fd_track_file(fd, tier, abs);
-	if (fd < FD_MAX)
-		augur_fdtab[fd].slot = (uint16_t)tee;
-	if (!augur_st.seg)
-		return;
-	struct augur_counters *c = &augur_st.seg->counters;
-	__atomic_fetch_add(&c->opens, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(tier >= 0 ? &c->hits[tier] : &c->misses, 1, __ATOMIC_RELAXED);
-	augur_emit(AUGUR_EV_OPEN, tier, fd, 0, abs, tee ? AUGUR_EVF_TEE : 0);
+	uint64_t trust = __atomic_load_n(&seg->leader.checked_trust, __ATOMIC_RELAXED);
+	struct augur_checked *c = &seg->checked[key & (AUGUR_CHECKED_SLOTS - 1)];
+	uint64_t seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	uint64_t k = __atomic_load_n(&c->key, __ATOMIC_RELAXED), e = __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return trust && !(seq & 1) && __atomic_load_n(&c->seq, __ATOMIC_RELAXED) == seq && k == key &&
+	       __atomic_load_n(&seg->leader.checked_epoch, __ATOMIC_RELAXED) - e < trust;
 }
 
-AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
+/* wanted says whether the leader reads the event of an open served from
+ * tier (-1: the original) of the file keyed key (want_opens). */
+static int wanted(struct augur_segment *seg, int tier, uint64_t key)
 {
-	char abs[PATH_MAX];
+	uint64_t want = __atomic_load_n(&seg->leader.want_opens, __ATOMIC_RELAXED);
+	if (want & (tier >= 0 ? AUGUR_WANT_SERVED : AUGUR_WANT_ORIGINAL))
+		return 1;
+	return tier >= 0 && (want & AUGUR_WANT_DUE) && !checked_lately(seg, key);
+}
+
+/* opened records a read-only open of a dataset file served from tier
+ * (-1: the original), keyed key, which tees if tee (augur_tee_begin's):
+ * descriptor table, counters, and the event if the leader reads it
+ * (wanted) or the reader tees. */
+static void opened(int fd, int tier, const char *abs, size_t len, uint64_t key, int tee)
+{
+	augur_fd_track_file(fd, tier, abs, len);
+	if (fd < FD_MAX)
+		augur_fdtab[fd].slot = (uint16_t)tee;
+	struct augur_segment *seg = augur_st.seg;
+	if (!seg)
+		return;
+	__atomic_fetch_add(tier >= 0 ? &seg->counters.hits[tier] : &seg->counters.misses, 1, __ATOMIC_RELAXED);
+	if (tee || wanted(seg, tier, key))
+		augur_emit_n(AUGUR_EV_OPEN, tier, fd, 0, abs, len, tee ? AUGUR_EVF_TEE : 0);
+}
+
+/* open_read is augur_open for a read-only open of the dataset file name:
+ * a trusted copy if a tier holds one, after waiting for one in flight or
+ * asking for one, else the original, whose reads may make the copy. The
+ * path is keyed once here, for every table the open asks. */
+static int open_read(int dirfd, const char *path, int flags, mode_t mode, const struct augur_name *name)
+{
+	AUGUR_ERRNO_SAVE;
+	const char *abs = name->abs;
+	size_t len = name->len;
+	uint64_t key = augur_path_key(abs, len);
+	int tier = -1;
+	/* O_NOATIME fails with EPERM unless the caller owns the source (the
+	 * copy's owner is the tier's writer): only the original can tell.
+	 * O_NOFOLLOW must fail on a symlinked source: the copy says whether
+	 * it stands for one. */
+	int serve = leader_ready() && !(flags & O_NOATIME) &&
+		    (!(flags & O_NOFOLLOW) || plain_source(name, key)) && !held(key);
+	/* Only a leader that copies makes a copy to wait for, or keeps a tee. */
+	int copying = serve && __atomic_load_n(&augur_st.seg->leader.copying, __ATOMIC_ACQUIRE);
+	unsigned try = serve ? tiers_to_try(key) : 0;
+	int fd = try ? open_copy(name, try, flags & ~O_NOFOLLOW, &tier) : -1;
+	if (fd < 0 && copying && (augur_wait_pending(key) || augur_request_copy(abs, len, key)))
+		fd = open_copy(name, tiers_to_try(key), flags & ~O_NOFOLLOW, &tier);
+	if (fd < 0) {
+		AUGUR_ERRNO_RESTORE;
+		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
+		if (fd < 0)
+			return fd; /* with the original's errno */
+	}
+	/* No copy, none made for this reader: its reads may make it
+	 * (tee.c). */
+	int tee = copying && tier < 0 ? augur_tee_begin(fd, abs, len, key) : 0;
+	opened(fd, tier, abs, len, key, tee);
+	AUGUR_ERRNO_RESTORE;
+	return fd;
+}
+
+/* open_write is augur_open for a write open. A dataset path's writer is
+ * registered before the real open and its copies dropped after: a copy a
+ * reader may open from then on, or the leader may publish, is none. Any
+ * writer is then matched by its file (writers.c). */
+static int open_write(int dirfd, const char *path, int flags, mode_t mode, int cls, const char *abs)
+{
+	int w = -1;
+	int named = (flags & O_TMPFILE) != O_TMPFILE;
+	if (cls == AUGUR_PATH_FILE && named) {
+		AUGUR_ERRNO_SAVE;
+		if (augur_st.seg)
+			__atomic_fetch_add(&augur_st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
+		w = augur_write_begin(abs);
+		augur_invalidate_abs(abs);
+		AUGUR_ERRNO_RESTORE;
+	}
+	int fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
+	if (named && (w >= 0 || fd >= 0)) {
+		AUGUR_ERRNO_SAVE;
+		augur_write_opened(w, fd, cls == AUGUR_PATH_FILE ? abs : NULL);
+		AUGUR_ERRNO_RESTORE;
+	}
+	return fd;
+}
+
+/* open_classified is augur_open for any open but a read-only one of a
+ * path under no root, of class cls, named *name (cls -1: not classified
+ * yet). */
+static __attribute__((noinline)) int open_classified(int dirfd, const char *path, int flags, mode_t mode, int cls,
+						     struct augur_name *name)
+{
+	char buf[PATH_MAX];
 	augur_guard++;
-	int cls = augur_classify(dirfd, path, abs);
+	if (cls < 0)
+		cls = augur_classify_n(dirfd, path, buf, name);
+	const char *abs = name->abs;
 	int fd;
-	if (cls == AUGUR_PATH_OTHER && !is_write_open(flags)) {
+	if (is_write_open(flags)) {
+		fd = open_write(dirfd, path, flags, mode, cls, abs);
+	} else if (cls == AUGUR_PATH_OTHER) {
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
-	} else if (is_write_open(flags)) {
-		/* A dataset path's writer is registered before the real open
-		 * and its copies dropped after: a copy a reader may open from
-		 * then on, or the leader may publish, is none. Any writer is
-		 * then matched by its file (writers.c). */
-		int w = -1;
-		int named = (flags & O_TMPFILE) != O_TMPFILE;
-		if (cls == AUGUR_PATH_FILE && named) {
-			AUGUR_ERRNO_SAVE;
-			if (augur_st.seg)
-				__atomic_fetch_add(&augur_st.seg->counters.write_opens, 1, __ATOMIC_RELAXED);
-			w = augur_write_begin(abs);
-			augur_invalidate_abs(abs);
-			AUGUR_ERRNO_RESTORE;
-		}
-		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
-		if (named && (w >= 0 || fd >= 0)) {
-			AUGUR_ERRNO_SAVE;
-			augur_write_opened(w, fd, abs);
-			AUGUR_ERRNO_RESTORE;
-		}
 	} else if (cls == AUGUR_PATH_ABOVE || (flags & (O_DIRECTORY | O_PATH))) {
 		fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
 		if (fd >= 0) {
@@ -194,31 +287,19 @@ AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
 			AUGUR_ERRNO_RESTORE;
 		}
 	} else {
-		AUGUR_ERRNO_SAVE;
-		int tier = -1;
-		/* O_NOATIME fails with EPERM unless the caller owns the
-		 * source (the copy's owner is the tier's writer): only the
-		 * original can tell. O_NOFOLLOW must fail on a symlinked
-		 * source: the copy says whether it stands for one. */
-		int serve = leader_ready() && !(flags & O_NOATIME) &&
-			    (!(flags & O_NOFOLLOW) || plain_source(abs)) && !held(abs);
-		fd = serve ? open_copy(abs, flags & ~O_NOFOLLOW, &tier) : -1;
-		if (fd < 0 && serve && (augur_wait_pending(abs) || augur_request_copy(abs)))
-			fd = open_copy(abs, flags & ~O_NOFOLLOW, &tier);
-		AUGUR_ERRNO_RESTORE;
-		if (fd < 0)
-			fd = CALL_REAL(openat, -1, dirfd, path, flags, mode);
-		if (fd >= 0) {
-			AUGUR_ERRNO_SAVE;
-			/* No copy, none made for this reader: its reads may
-			 * make it (tee.c). */
-			int tee = serve && tier < 0 ? augur_tee_begin(fd, abs) : 0;
-			opened(fd, tier, abs, tee);
-			AUGUR_ERRNO_RESTORE;
-		}
+		fd = open_read(dirfd, path, flags, mode, name);
 	}
 	augur_guard--;
 	return fd;
+}
+
+AUGUR_HIDDEN int augur_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct augur_name name;
+	int cls = augur_classify_normal(path, &name);
+	if (cls == AUGUR_PATH_OTHER && !is_write_open(flags))
+		return CALL_REAL(openat, -1, dirfd, path, flags, mode);
+	return open_classified(dirfd, path, flags, mode, cls, &name);
 }
 
 AUGUR_HIDDEN int augur_write_prepare(int dirfd, const char *path, char *abs)
@@ -250,21 +331,23 @@ AUGUR_HIDDEN int augur_is_dataset_file(int dirfd, const char *path)
 
 AUGUR_HIDDEN void augur_adopt(int fd, const char *path)
 {
-	char abs[PATH_MAX];
+	char buf[PATH_MAX];
 	if (fd < 0)
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
-	if (augur_classify(AT_FDCWD, path, abs) == AUGUR_PATH_FILE) {
+	struct augur_name name;
+	if (augur_classify_n(AT_FDCWD, path, buf, &name) == AUGUR_PATH_FILE) {
 		int tier = -1;
-		int copy = leader_ready() && !held(abs) ? open_copy(abs, O_RDONLY | O_CLOEXEC, &tier) : -1;
+		uint64_t key = augur_path_key(name.abs, name.len);
+		int copy = leader_ready() && !held(key) ? open_copy(&name, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier) : -1;
 		if (copy >= 0) {
 			int cloexec = augur_real.fcntl(fd, F_GETFD) & FD_CLOEXEC;
 			if (augur_real.dup3(copy, fd, cloexec ? O_CLOEXEC : 0) < 0)
 				tier = -1;
 			augur_real.close(copy);
 		}
-		opened(fd, tier, abs, 0);
+		opened(fd, tier, name.abs, name.len, key, 0);
 	}
 	augur_guard--;
 	AUGUR_ERRNO_RESTORE;
@@ -285,12 +368,14 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		return;
 	e->gen = gen;
 	const char *abs = __atomic_load_n(&augur_fdpath[fd], __ATOMIC_ACQUIRE);
-	if (!abs || !leader_ready() || augur_write_held(abs))
+	struct augur_name name = {.abs = abs, .len = abs ? strlen(abs) : 0, .root = -1};
+	uint64_t key = abs ? augur_path_key(abs, name.len) : 0;
+	if (!abs || !leader_ready() || augur_write_held(key))
 		return;
 	AUGUR_ERRNO_SAVE;
 	augur_guard++;
 	int tier = -1;
-	int copy = open_copy(abs, O_RDONLY | O_CLOEXEC, &tier);
+	int copy = open_copy(&name, tiers_to_try(key), O_RDONLY | O_CLOEXEC, &tier);
 	if (copy >= 0) {
 		off_t off = lseek(fd, 0, SEEK_CUR);
 		int fl = augur_real.fcntl(fd, F_GETFL);
@@ -299,7 +384,7 @@ AUGUR_HIDDEN void augur_migrate(int fd)
 		    augur_real.fcntl(copy, F_SETFL, fl & (O_NONBLOCK | O_NOATIME)) >= 0 &&
 		    augur_real.dup3(copy, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd) {
 			e->tier = (int8_t)tier;
-			free(__atomic_exchange_n(&augur_fdpath[fd], NULL, __ATOMIC_ACQ_REL));
+			augur_fd_path(fd, NULL, 0);
 			if (augur_st.seg)
 				__atomic_fetch_add(&augur_st.seg->counters.migrated, 1, __ATOMIC_RELAXED);
 		}

@@ -245,12 +245,12 @@ static int pooled(struct augur_segment *seg, const char *path)
  * slot is free). It returns the tee's index + 1 for fdtab's slot, or 0.
  * Called with the open's errno saved.
  */
-AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
+AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs, size_t len, uint64_t h)
 {
 	struct augur_segment *seg = augur_st.seg;
 	uint64_t max = seg ? __atomic_load_n(&seg->leader.tee_max, __ATOMIC_ACQUIRE) : 0;
 	struct stat sb;
-	if (!max || fd < 0 || fd >= FD_MAX || strlen(abs) >= AUGUR_EVENT_PATH ||
+	if (!max || fd < 0 || fd >= FD_MAX || len >= AUGUR_EVENT_PATH ||
 	    cached_stat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
 	    (uint64_t)sb.st_size > max)
 		return 0;
@@ -262,7 +262,6 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 	}
 	if (!t)
 		return 0; /* this process tees as many files as it may */
-	uint64_t h = augur_fnv1a(abs);
 	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
 	uint32_t s = AUGUR_PENDING_NONE;
 	if (!__atomic_compare_exchange_n(&p->state, &s, AUGUR_PENDING_CLAIMED, 0,
@@ -278,7 +277,7 @@ AUGUR_HIDDEN int augur_tee_begin(int fd, const char *abs)
 			  .n = __atomic_add_fetch(&tee_numbers, 1, __ATOMIC_RELAXED),
 			  .fds = {fd}, .nfds = 1};
 	char path[PATH_MAX];
-	struct augur_hold *hold = augur_hold(abs);
+	struct augur_hold *hold = augur_hold(h);
 	struct augur_tee_header hd = {
 		.magic = AUGUR_TEE_MAGIC, .dev = sb.st_dev, .ino = sb.st_ino, .size = (uint64_t)sb.st_size,
 		.atime_sec = sb.st_atim.tv_sec, .atime_nsec = sb.st_atim.tv_nsec,

@@ -64,17 +64,16 @@ static void await_slot(struct augur_segment *seg, struct augur_pending *p, uint6
 }
 
 /*
- * augur_wait_pending waits while the leader is writing the copy of abs (see
+ * augur_wait_pending waits while the leader is writing the copy of the file keyed h (see
  * struct augur_pending) and reports whether it did: the caller then looks
  * for the copy again. The reader would otherwise fetch from the shared
  * filesystem what the prefetcher is fetching at that moment.
  */
-AUGUR_HIDDEN int augur_wait_pending(const char *abs)
+AUGUR_HIDDEN int augur_wait_pending(uint64_t h)
 {
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
 		return 0;
-	uint64_t h = augur_fnv1a(abs);
 	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
 	if (__atomic_load_n(&p->hash, __ATOMIC_ACQUIRE) != h ||
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != AUGUR_PENDING_COPYING)
@@ -100,7 +99,8 @@ static int worth_asking(struct augur_segment *seg, const char *abs)
 }
 
 /*
- * augur_request_copy asks the leader for a copy of abs, which has none, and
+ * augur_request_copy asks the leader for a copy of abs (len bytes, keyed
+ * h), which has none, and
  * waits until it is published or refused; it reports whether it asked:
  * the caller then looks for the copy again. The copy is the shared
  * filesystem's one read of the file: a reader that read the original
@@ -108,13 +108,12 @@ static int worth_asking(struct augur_segment *seg, const char *abs)
  * no page cache would fetch it twice (the reactive policy, wait_max). The
  * leader wakes on the ring's bell, not at its next poll.
  */
-AUGUR_HIDDEN int augur_request_copy(const char *abs)
+AUGUR_HIDDEN int augur_request_copy(const char *abs, size_t len, uint64_t h)
 {
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg || !__atomic_load_n(&seg->leader.wait_max, __ATOMIC_ACQUIRE) ||
-	    strlen(abs) >= AUGUR_EVENT_PATH || !worth_asking(seg, abs))
+	    len >= AUGUR_EVENT_PATH || !worth_asking(seg, abs))
 		return 0;
-	uint64_t h = augur_fnv1a(abs);
 	struct augur_pending *p = &seg->pending[h & (AUGUR_PENDING_SLOTS - 1)];
 	uint32_t s = AUGUR_PENDING_NONE;
 	if (!__atomic_compare_exchange_n(&p->state, &s, AUGUR_PENDING_CLAIMED, 0,
@@ -166,7 +165,7 @@ static void await_count(uint32_t *publishing, uint32_t *waiting)
  * the caller removed the copies (struct augur_hold). */
 AUGUR_HIDDEN void augur_await_publishers(const char *abs)
 {
-	struct augur_hold *h = augur_st.seg ? augur_hold(abs) : NULL;
+	struct augur_hold *h = augur_hold(augur_key(abs));
 	if (h)
 		await_count(&h->publishing, &h->waiting);
 }

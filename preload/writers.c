@@ -47,21 +47,21 @@ AUGUR_HIDDEN void augur_bump_gen(const char *abs)
 	/* Sequentially consistent, as the load of publishing that follows
 	 * (await_publishers) and the leader's checks: see struct augur_hold. */
 	if (seg)
-		__atomic_fetch_add(&hold_of(seg, augur_fnv1a(abs))->gen, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&hold_of(seg, augur_key(abs))->gen, 1, __ATOMIC_SEQ_CST);
 }
 
-AUGUR_HIDDEN struct augur_hold *augur_hold(const char *abs)
+AUGUR_HIDDEN struct augur_hold *augur_hold(uint64_t key)
 {
 	struct augur_segment *seg = augur_st.seg;
-	return seg ? hold_of(seg, augur_fnv1a(abs)) : NULL;
+	return seg ? hold_of(seg, key) : NULL;
 }
 
-AUGUR_HIDDEN int augur_write_held(const char *abs)
+AUGUR_HIDDEN int augur_write_held(uint64_t key)
 {
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg || !__atomic_load_n(&seg->writes.active, __ATOMIC_ACQUIRE))
 		return 0;
-	return __atomic_load_n(&hold_of(seg, augur_fnv1a(abs))->writers, __ATOMIC_ACQUIRE) != 0;
+	return __atomic_load_n(&hold_of(seg, key)->writers, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* ident_counted says whether slot s counts in ident_count (it names
@@ -163,7 +163,7 @@ static void track(int fd, int n, uint64_t key, const char *abs)
 {
 	if (fd >= FD_MAX)
 		return;
-	free(__atomic_exchange_n(&augur_fdpath[fd], abs ? strdup(abs) : NULL, __ATOMIC_ACQ_REL));
+	augur_fd_path(fd, abs, abs ? strlen(abs) : 0);
 	augur_fdtab[fd] = (struct fd_entry){.kind = FD_WRITE, .slot = (uint16_t)n, .key = key};
 	augur_fd_seen(fd);
 }
@@ -171,7 +171,7 @@ static void track(int fd, int n, uint64_t key, const char *abs)
 AUGUR_HIDDEN int augur_write_begin(const char *abs)
 {
 	struct augur_segment *seg = augur_st.seg;
-	return seg && !augur_vforked() ? claim(seg, augur_fnv1a(abs), -2, 0, 0, 0, 0) : -1;
+	return seg && !augur_vforked() ? claim(seg, augur_key(abs), -2, 0, 0, 0, 0) : -1;
 }
 
 /* ident_each calls fn(seg, key, dev, ino) for the key of each entry of
@@ -252,7 +252,7 @@ AUGUR_HIDDEN void augur_write_opened(int n, int fd, const char *abs)
 	struct augur_segment *seg = augur_st.seg;
 	if (!seg)
 		return;
-	uint64_t key = n >= 0 ? augur_fnv1a(abs) : 0;
+	uint64_t key = n >= 0 ? augur_key(abs) : 0;
 	struct stat sb;
 	int ok = fd >= 0 && fd < FD_MAX && REAL(fstat) && augur_real.fstat(fd, &sb) == 0;
 	if (!ok || (n < 0 && !S_ISREG(sb.st_mode))) {

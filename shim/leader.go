@@ -39,6 +39,8 @@ type Leader struct {
 	// may read millions of files, and a collision only skips one
 	// comparison. recheck hands the comparisons to the revalidators.
 	checked  *xsync.MapOf[uint64, int64]
+	bornMono int64      // born on CLOCK_MONOTONIC, for the data plane's marks of copies compared (markChecked)
+	marks    sync.Mutex // one markChecked at a time
 	seed     maphash.Seed
 	born     time.Time
 	recheck  chan Event
@@ -98,7 +100,7 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	}
 	seg.unpublishConfig()
 	l := &Leader{cfg: cfg, seg: seg, log: log, lock: lock, ring: ringReader{seg: seg},
-		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(),
+		checked: xsync.NewMapOf[uint64, int64](), seed: maphash.MakeSeed(), born: time.Now(), bornMono: monotonic(),
 		recheck: make(chan Event, backlog), dropped: make(chan dropped, backlog),
 		tidyQ: make(chan tidyWork, backlog), released: make(chan trashed, MaxTiers),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -133,6 +135,11 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 		// a reader's tee of any file it reads would not respect.
 		l.react.startTees()
 	}
+	copying := uint64(0)
+	if cfg.Policy != "static" && l.writesATier() {
+		copying = 1 // readers' descriptors of originals keep their paths (struct augur_leader)
+	}
+	setU64(&seg.s.leader.copying, copying)
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&seg.s.leader.ready)), 1)
 	pruneJobs(seg.Job) // here, not later: a short command may end before a goroutine ran
 	for i := 0; i < revalidators; i++ {
@@ -188,11 +195,12 @@ func (l *Leader) adopt(p planned) {
 		setU64(&l.seg.s.leader.fell_back, 1)
 		l.startReactive()
 	} else {
+		// Blocks first: once the plan has its pool, it may queue a
+		// copy of any file it sized, and a large file copied whole is
+		// never tiered in blocks (1 run in 2 of
+		// TestLargeFileEveryReadCall/clairvoyant copied it whole).
 		tiers, _, used := l.poolTiers()
 		pool := l.newPool(tiers, used, p.c.done)
-		// Blocks first: a plan that prefetched before they started
-		// copied large files whole (TestLargeFileEveryReadCall's
-		// clairvoyant runs, one in two on a busy host).
 		l.startBlocks(pool)
 		p.c.start(pool)
 		l.clair = p.c
@@ -275,8 +283,9 @@ func (l *Leader) publishIdentity() {
 // not used (the data plane is told of no such tier).
 func (l *Leader) openTiers() {
 	var stale uint64
-	for _, t := range l.cfg.Tiers {
+	for i, t := range l.cfg.Tiers {
 		ts := tierState{Tier: t}
+		l.seg.keepPresence(i, false) // until every copy there is marked
 		tree, err := tiering.Open(t)
 		if err != nil {
 			l.log.Warn().Msgf("%v; tier not used", err)
@@ -296,8 +305,12 @@ func (l *Leader) openTiers() {
 		lock, err := tree.TryLock()
 		switch {
 		case err == nil:
+			// This leader is the tier's only writer: it keeps the
+			// tier's presence filter (present.go).
 			ts.lock = lock
+			tree.Present = func(source string) { l.seg.markPresent(i, source) }
 			rep := tree.Validate()
+			l.seg.keepPresence(i, true)
 			ts.usage = rep.Usage
 			stale += uint64(rep.Stale)
 			for _, e := range rep.Errors {
@@ -334,6 +347,28 @@ func (l *Leader) openTiers() {
 	}
 	setU64(&l.seg.s.leader.stale_removed, stale)
 	l.publishUsage()
+	setU64(&l.seg.s.leader.want_opens, l.wantOpens())
+	l.seg.publishCheckedEpoch()
+	l.seg.setCheckedTrust(l.cfg.Revalidate)
+}
+
+// wantOpens is which opens' events the leader reads (struct
+// augur_leader.want_opens): under the clairvoyant policy, which follows
+// every open, all; else those served from a tier it writes whose copies
+// revalidation is due to compare with their sources (markChecked), and
+// under the reactive policy those of originals too. The data plane sends
+// no other: each event cost the reader its slot in the ring, and the
+// leader, on the other core, its decoding.
+func (l *Leader) wantOpens() uint64 {
+	switch {
+	case l.cfg.Policy == "clairvoyant":
+		return wantServed | wantOriginal
+	case !l.writesATier():
+		return 0
+	case l.cfg.Policy == "reactive":
+		return wantDue | wantOriginal
+	}
+	return wantDue
 }
 
 // ServedTiers are the tier paths the data plane serves copies from, in
@@ -399,6 +434,7 @@ func (l *Leader) loop(reap time.Time) {
 			close(l.done)
 			return
 		}
+		l.seg.publishCheckedEpoch()
 		if now := time.Now(); now.After(reap) {
 			l.seg.releaseDead()
 			if l.react != nil {
@@ -621,6 +657,7 @@ func (l *Leader) Close() { l.closed.Do(l.close) }
 func (l *Leader) close() {
 	setU64(&l.seg.s.leader.wait_max, 0) // nobody left to answer: readers stop asking
 	setU64(&l.seg.s.leader.tee_max, 0)  // nor to publish
+	setU64(&l.seg.s.leader.copying, 0)
 	close(l.stop)
 	l.ringBell() // run may be asleep on it
 	<-l.done
@@ -640,7 +677,8 @@ func (l *Leader) close() {
 	if m := l.big.Load(); m != nil {
 		m.save() // the next job starts with the blocks this one read
 	}
-	for _, t := range l.tiers {
+	for i, t := range l.tiers {
+		l.seg.keepPresence(i, false) // no one marks the copies another writer makes now
 		t.lock.Unlock()
 		t.tree.Close()
 	}

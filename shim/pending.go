@@ -7,7 +7,6 @@ package shim
 import "C"
 
 import (
-	"hash/fnv"
 	"math"
 	"sync/atomic"
 	"time"
@@ -20,18 +19,18 @@ import (
 // open of such a file waits for the copy instead of reading the shared
 // filesystem a second time, and carries a reader's request for a copy
 // and the leader's answer (see struct augur_pending). The hash is the
-// data plane's (FNV-1a 64 of the path).
+// data plane's key of the path (pathKey).
 
 func (s *Segment) pendingSlot(path string) (*C.struct_augur_pending, uint64) {
 	sum := pathKey(path)
 	return &s.s.pending[sum&(C.AUGUR_PENDING_SLOTS-1)], sum
 }
 
-// pathKey is the data plane's key of a path: FNV-1a 64 (augur_fnv1a).
+// pathKey is the data plane's key of a path in every table of the
+// segment: the very function it calls (augur_path_key), which reads the
+// path's bytes and keeps nothing.
 func pathKey(path string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(path))
-	return h.Sum64()
+	return uint64(C.augur_path_key((*C.char)(unsafe.Pointer(unsafe.StringData(path))), C.uint64_t(len(path))))
 }
 
 // markCopying says a copy of path is being written. A slot that holds

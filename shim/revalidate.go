@@ -30,7 +30,9 @@ const (
 
 // queueRevalidate hands the copy behind a tier-served open to the
 // revalidators, if it is due. When all are busy and the queue is full,
-// the file is asked for again at its next open.
+// the file is asked for again at its next open. A copy compared lately
+// is marked so (markChecked) again: the open that sent this event found
+// no mark, another file's having taken the slot.
 //
 // Preconditions: called from the run goroutine.
 func (l *Leader) queueRevalidate(ev Event) {
@@ -39,11 +41,13 @@ func (l *Leader) queueRevalidate(ev Event) {
 	}
 	key, now := maphash.String(l.seed, ev.Path), int64(time.Since(l.born))
 	if last, ok := l.checked.Load(key); ok && time.Duration(now-last) < l.cfg.Revalidate {
+		l.markChecked(ev.Path, last)
 		return
 	}
 	select {
 	case l.recheck <- ev:
 		l.checked.Store(key, now)
+		l.markChecked(ev.Path, now)
 	default:
 	}
 }
@@ -52,7 +56,21 @@ func (l *Leader) queueRevalidate(ev Event) {
 // compared it with its source, so the first open of a file prefetched in
 // this job does not ask the shared filesystem again.
 func (l *Leader) copied(path string) {
-	l.checked.Store(maphash.String(l.seed, path), int64(time.Since(l.born)))
+	now := int64(time.Since(l.born))
+	l.checked.Store(maphash.String(l.seed, path), now)
+	l.markChecked(path, now)
+}
+
+// markChecked marks path's copy compared at since (ns since born) for the
+// data plane (Segment.markChecked): its opens send no event until the
+// comparison is due again. With revalidate 0 every open is due.
+func (l *Leader) markChecked(path string, since int64) {
+	if l.cfg.Revalidate <= 0 {
+		return
+	}
+	l.marks.Lock()
+	l.seg.markChecked(path, l.bornMono+since)
+	l.marks.Unlock()
 }
 
 func (l *Leader) revalidator() {

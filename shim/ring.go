@@ -23,6 +23,13 @@ const (
 	EvRead       = C.AUGUR_EV_READ
 )
 
+// The opens whose events the leader asks for (struct augur_leader.want_opens).
+const (
+	wantServed   = C.AUGUR_WANT_SERVED   // served from a tier
+	wantDue      = C.AUGUR_WANT_DUE      // served from a tier, its copy due to be compared
+	wantOriginal = C.AUGUR_WANT_ORIGINAL // of the original
+)
+
 // Event is one access reported by the data plane.
 type Event struct {
 	Kind      int
@@ -50,17 +57,20 @@ type ringReader struct {
 }
 
 // poll hands up to max complete events to fn, in order, and returns how
-// many it consumed.
+// many it consumed. It looks at head, the word every producer claims a
+// slot with, only when the next slot is not complete: a look at every
+// event cost each producer the word's line from the leader's core.
 func (rr *ringReader) poll(max int, fn func(Event)) int {
 	r := &rr.seg.s.ring
 	n := 0
 	for n < max {
-		tail, head := u64(&r.tail), u64(&r.head)
-		if tail == head {
-			break
-		}
+		tail := u64(&r.tail)
 		ev := &r.slots[tail&(C.AUGUR_RING_SLOTS-1)]
-		if u64(&ev.seq) != tail+1 {
+		complete := u64(&ev.seq) == tail+1
+		if !complete && u64(&r.head) == tail {
+			break // nothing claimed
+		}
+		if !complete {
 			if rr.stuckSince.IsZero() {
 				rr.stuckSince = time.Now()
 			}

@@ -132,6 +132,16 @@ type StreamStats struct {
 	LockSeconds float64 `json:"seconds_to_lock"`
 }
 
+// opens is the count of read-only opens of dataset files: the data plane
+// counts each once, as a hit of a tier or a miss.
+func opens(c *C.struct_augur_counters) uint64 {
+	n := u64(&c.misses)
+	for i := range c.hits {
+		n += u64(&c.hits[i])
+	}
+	return n
+}
+
 // Stats reads the segment's counters.
 func (s *Segment) Stats() Stats {
 	c, l := &s.s.counters, &s.s.leader
@@ -142,7 +152,7 @@ func (s *Segment) Stats() Stats {
 		Ready:         l.ready != 0,
 		Policy:        C.GoString(&l.policy[0]),
 		Processes:     u64(&c.processes),
-		Opens:         u64(&c.opens),
+		Opens:         opens(c),
 		Misses:        u64(&c.misses),
 		OriginalBytes: u64(&c.bytes[MaxTiers]),
 		WriteOpens:    u64(&c.write_opens),

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/augur-hpc/augur/tiering"
 	"io"
 	"os"
 	"os/exec"
@@ -99,6 +100,80 @@ func TestSourceChangedDuringRun(t *testing.T) {
 	}
 	if b, err := os.ReadFile(c.CopyOf(c.RAM, f)); err == nil && !bytes.Equal(b, newer) {
 		t.Error("a stale copy is still in the tier")
+	}
+}
+
+// A source changed behind augur's back while revalidate is above 0: the
+// reader's opens before the change mark its copy compared lately, and
+// such opens send the leader no event (the static policy reads only the
+// due ones); still, within an interval and a comparison of the change,
+// an open reads the new content. Many opens of one copy after the
+// leader marked it send no event.
+func TestSourceChangedSeenWithinRevalidate(t *testing.T) {
+	c := NewCase(t)
+	c.Set("AUGUR_REVALIDATE=1s")
+	old := bytes.Repeat([]byte("old!"), 50_000)
+	f := c.Write("cls/a.bin", old)
+	c.Warm()
+	r := startEpochReader(t, c, []string{f})
+	for i := 0; i < 50; i++ {
+		if got := r.epoch()[0]; got != hashOf(old) {
+			t.Fatalf("epoch %d: wrong bytes", i+1)
+		}
+	}
+	newer := bytes.Repeat([]byte("new!!"), 30_000)
+	must(t, os.WriteFile(f+".tmp", newer, 0o644))
+	must(t, os.Rename(f+".tmp", f)) // plain Go I/O: the shim does not see it
+	changed := time.Now()
+	for r.epoch()[0] != hashOf(newer) {
+		if time.Since(changed) > 10*time.Second {
+			t.Fatal("the stale copy was still served 10 s after its source changed (revalidate 1s)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("new content read %v after the change", time.Since(changed).Round(time.Millisecond))
+
+	c = NewCase(t)
+	f = c.Write("cls/a.bin", old)
+	c.Warm()
+	many := `import sys, time
+open(sys.argv[1], 'rb').read()
+time.sleep(0.5) # the leader takes the event, queues the comparison and marks the copy
+for i in range(500): open(sys.argv[1], 'rb').read()`
+	c.AugurRun(statsAfter(c, []string{Python, "-c", many, f})...)
+	st := statsOfRun(t, c)
+	t.Logf("501 opens served from the tier: %d events", st.Events)
+	if st.Tiers[0].Hits != 501 || st.Events > 10 {
+		t.Errorf("%d of 501 opens served, %d events: want each served and an event only while the copy was due",
+			st.Tiers[0].Hits, st.Events)
+	}
+}
+
+// A job that cannot lock a tier (another job writes it) keeps no filter
+// of the copies there (struct augur_present): a copy the other writer
+// publishes while the job runs is served at the job's next open, as one
+// present at its start is.
+func TestCopyOfAnotherWriterIsServed(t *testing.T) {
+	c := NewCase(t)
+	before := c.Write("cls/before.bin", bytes.Repeat([]byte("b"), 40_000))
+	later := c.Write("cls/later.bin", bytes.Repeat([]byte("l"), 40_000))
+	c.Warm()
+	tree, err := tiering.Open(tiering.Tier{Path: c.RAM})
+	must(t, err)
+	defer tree.Close()
+	lock, err := tree.TryLock() // this test is the tier's writer now
+	must(t, err)
+	defer lock.Unlock()
+	must(t, tree.Remove(later))
+	r := startEpochReader(t, c, []string{before, later})
+	r.epoch()
+	hits := jobStats(t, c, c.job()).Tiers[0].Hits
+	if _, err := tree.Publish(later); err != nil {
+		t.Fatal(err)
+	}
+	r.epoch()
+	if got := jobStats(t, c, c.job()).Tiers[0].Hits - hits; got != 2 {
+		t.Errorf("%d of 2 opens served from the tier after another writer published the second file's copy", got)
 	}
 }
 

@@ -9,18 +9,16 @@ package test
 import "C"
 
 import (
-	"hash/fnv"
 	"unsafe"
 )
 
 // holdOf is the writes table's entry of the dataset file path in the
-// segment at seg (struct augur_hold: the data plane keys it by the FNV-1a
-// of the absolute path).
+// segment at seg (struct augur_hold: the data plane keys it by
+// augur_path_key of the absolute path).
 func holdOf(seg unsafe.Pointer, path string) *C.struct_augur_hold {
-	h := fnv.New64a()
-	h.Write([]byte(path))
+	key := C.augur_path_key((*C.char)(unsafe.Pointer(unsafe.StringData(path))), C.uint64_t(len(path)))
 	s := (*C.struct_augur_segment)(seg)
-	return &s.writes.hold[h.Sum64()&(C.AUGUR_HOLD_SLOTS-1)]
+	return &s.writes.hold[key&(C.AUGUR_HOLD_SLOTS-1)]
 }
 
 // publishingWord counts the leader's publications under way of path.

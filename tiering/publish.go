@@ -277,7 +277,7 @@ func (tr *Tree) PublishFile(source string, st *unix.Stat_t, link bool, dirfd int
 		unix.Unlinkat(tmpfd, tmp, 0)
 		return 0, &TierError{err}
 	}
-	rename := func() error { return tr.rename(tmpfd, tmp, dir, leaf) }
+	rename := func() error { return tr.rename(tmpfd, tmp, source, dir, leaf) }
 	if commit == nil {
 		err = rename()
 	} else {
@@ -317,7 +317,7 @@ func (tr *Tree) publish(source, dir, leaf string, st *unix.Stat_t, link func() b
 		err = ErrIncomplete
 	}
 	if err == nil {
-		rename := func() error { return tr.rename(tmpfd, tmp.Name(), dir, leaf) }
+		rename := func() error { return tr.rename(tmpfd, tmp.Name(), source, dir, leaf) }
 		if commit == nil {
 			err = rename()
 		} else {
@@ -526,14 +526,19 @@ func sameSource(restat func(*unix.Stat_t) error, before *unix.Stat_t, n int64) e
 	return nil
 }
 
-// rename moves the finished copy from tmp/ to its place, creating the
-// directories it needs (0700), each opened from its checked parent.
-func (tr *Tree) rename(tmpfd int, tmp, dir, leaf string) error {
+// rename moves the finished copy of source from tmp/ to its place,
+// creating the directories it needs (0700), each opened from its checked
+// parent. Present is told first: an open that finds the copy must find
+// its mark.
+func (tr *Tree) rename(tmpfd int, tmp, source, dir, leaf string) error {
 	dst, err := tr.dir(dir, true)
 	if err != nil {
 		return &TierError{err}
 	}
 	defer unix.Close(dst)
+	if tr.Present != nil {
+		tr.Present(source)
+	}
 	if err := unix.Renameat(tmpfd, filepath.Base(tmp), dst, leaf); err != nil {
 		return &TierError{fmt.Errorf("publish %s/%s/%s: %w", tr.Path, dir, leaf, err)}
 	}

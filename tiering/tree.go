@@ -46,7 +46,13 @@ type Tree struct {
 	// keep, with its source's stat, from several goroutines at once, and
 	// says whether to keep it: the leader records the identity of every
 	// copy it may serve, and drops one it cannot record.
-	Kept     func(source string, src *unix.Stat_t) bool
+	Kept func(source string, src *unix.Stat_t) bool
+	// Present, if set, is told of every copy the tier holds or is about
+	// to hold: each one Check finds (kept or not), and each one published,
+	// before it is renamed into place; from several goroutines at once.
+	// The leader keeps from it the filter that spares an open the tiers
+	// without its file's copy (shim/present.go).
+	Present  func(source string)
 	fd       int
 	dev, ino uint64
 	uid      uint32 // the tier's owner: this user, when Open checked it

@@ -93,6 +93,9 @@ func (tr *Tree) Check() Report {
 			}
 			return
 		}
+		if tr.Present != nil {
+			tr.Present(src)
+		}
 		work <- item{src, e.st}
 	}, nil, onErr)
 	close(work)

@@ -9,7 +9,9 @@
 //	    they take the configuration from the segment and never start a Go
 //	    runtime: a single-threaded host stays single-threaded;
 //	(b) reading dataset files through the shim while they are in the RAM
-//	    tier vs. reading the tier files directly (target: under 5%);
+//	    tier vs. reading the tier files directly (target: under 5%); and
+//	    4 KiB files, at small-file rates: served from the tier (under
+//	    10%), and no tier holding them (under 5%);
 //	(c) the start-up cost the preload adds to /bin/true.
 //
 // The readers are a small C program (bench/c/micro.c) calling libc, as
@@ -39,13 +41,16 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Result is one measured pair.
+// Result is one measured pair. Spread is the middle half (25th to 75th
+// percentile) of the rounds' own ratios, with to without in the same
+// round: how much the host moved the figure.
 type Result struct {
-	Name    string  `json:"name"`
-	Without float64 `json:"without_ns"`
-	With    float64 `json:"with_ns"`
-	Ratio   float64 `json:"ratio"`
-	Target  float64 `json:"target_ratio,omitempty"`
+	Name    string    `json:"name"`
+	Without float64   `json:"without_ns"`
+	With    float64   `json:"with_ns"`
+	Ratio   float64   `json:"ratio"`
+	Spread  []float64 `json:"round_ratios_iqr,omitempty"`
+	Target  float64   `json:"target_ratio,omitempty"`
 }
 
 func main() {
@@ -93,16 +98,20 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 			[]string{"files", w.missed.data, "20", "mt"}, []string{"files", w.missed.data, "20", "mt"}),
 		w.startup(rounds),
 	}
-	fmt.Printf("%-46s %14s %14s %8s %8s\n", "measurement", "without", "with shim", "ratio", "target")
+	fmt.Printf("%-46s %14s %14s %8s %13s %8s\n", "measurement", "without", "with shim", "ratio", "rounds' IQR", "target")
 	for _, r := range results {
 		target := "-"
 		if r.Target > 0 {
 			target = fmt.Sprintf("<%.2f", 1+r.Target)
 		}
-		fmt.Printf("%-46s %11.0f ns %11.0f ns %8.3f %8s\n", r.Name, r.Without, r.With, r.Ratio, target)
+		spread := "-"
+		if len(r.Spread) == 2 {
+			spread = fmt.Sprintf("%.3f-%.3f", r.Spread[0], r.Spread[1])
+		}
+		fmt.Printf("%-46s %11.0f ns %11.0f ns %8.3f %13s %8s\n", r.Name, r.Without, r.With, r.Ratio, spread, target)
 	}
-	fmt.Printf("(%d alternating rounds, medians; %d files of %d KiB, and %d of 4 KiB each way, in (b); %s)\n",
-		rounds, nFiles, fileSize>>10, nSmall, runtime.Version())
+	fmt.Printf("(%d alternating rounds, medians, and the middle half of the rounds' own ratios; %d files of %d KiB,\n"+
+		" and %d of 4 KiB each way, in (b); %s)\n", rounds, nFiles, fileSize>>10, nSmall, runtime.Version())
 	if instr {
 		ir, err := w.instructions()
 		if err != nil {
@@ -115,15 +124,20 @@ func run(rounds int, lib, jsonOut string, instr bool) error {
 		fmt.Println("(callgrind; the difference of two runs of n and 2n calls, so start-up cancels out)")
 		results = append(results, ir...)
 	}
-	fmt.Printf("\n%-46s %14s %14s %10s %10s\n", "the leader's processor (static policy)", "ns per open", "ns per event",
-		"100k/s", "700k/s")
+	fmt.Printf("\n%-46s %14s %14s %14s %8s %8s\n", "the leader's processor (static policy)", "ns per open",
+		"events per open", "ns per event", "100k/s", "700k/s")
 	for _, c := range w.leaderShare() {
 		share := func(rate float64) string {
 			return fmt.Sprintf("%.1f%%", 100*rate*c.perOpen/1e9/float64(runtime.NumCPU()))
 		}
-		fmt.Printf("%-46s %14.0f %14.0f %10s %10s\n", c.name, c.perOpen, c.perEvent, share(100e3), share(700e3))
-		results = append(results, Result{Name: "leader's processor ns per open, " + c.name, With: c.perOpen},
-			Result{Name: "leader's processor ns per event, " + c.name, With: c.perEvent})
+		perEvent := "-" // no event: the leader's time is its own polling
+		results = append(results, Result{Name: "leader's processor ns per open, " + c.name, With: c.perOpen})
+		if c.events > 0 {
+			perEvent = fmt.Sprintf("%.0f", c.perEvent)
+			results = append(results, Result{Name: "leader's processor ns per event, " + c.name, With: c.perEvent})
+		}
+		fmt.Printf("%-46s %14.0f %14.3f %14s %8s %8s\n", c.name, c.perOpen, c.events/c.opens, perEvent,
+			share(100e3), share(700e3))
 	}
 	fmt.Printf("(its share of the node's %d processors at 100k and 700k opens/s: the rate times its time per open)\n",
 		runtime.NumCPU())
@@ -281,6 +295,7 @@ func (w *world) pair(name string, target float64, rounds int, plain, withShim []
 type leaderCost struct {
 	name              string
 	perOpen, perEvent float64 // ns
+	opens, events     float64
 }
 
 // leaderShare measures leaderCost, this process being the leader, for
@@ -295,7 +310,7 @@ func (w *world) leaderShare() []leaderCost {
 		w.microRun(true, []string{"files", m.list, strconv.Itoa(passes), "mt"})
 		time.Sleep(200 * time.Millisecond) // the leader drains the ring
 		cpu, ev := float64(cpuTime()-before), float64(w.seg.Stats().Events-events)
-		out = append(out, leaderCost{m.name, cpu / (passes * nSmall), cpu / max(ev, 1)})
+		out = append(out, leaderCost{m.name, cpu / (passes * nSmall), cpu / max(ev, 1), passes * nSmall, ev})
 	}
 	return out
 }
@@ -332,13 +347,21 @@ func (w *world) startup(rounds int) Result {
 
 func result(name string, target float64, a, b []float64) Result {
 	ma, mb := median(a), median(b)
-	return Result{Name: name, Without: ma, With: mb, Ratio: mb / ma, Target: target}
+	ratios := make([]float64, len(a))
+	for i := range a {
+		ratios[i] = b[i] / a[i]
+	}
+	return Result{Name: name, Without: ma, With: mb, Ratio: mb / ma, Target: target,
+		Spread: []float64{quantile(ratios, 0.25), quantile(ratios, 0.75)}}
 }
 
-func median(xs []float64) float64 {
+func median(xs []float64) float64 { return quantile(xs, 0.5) }
+
+// quantile is the q-quantile of xs, by rank.
+func quantile(xs []float64, q float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	return s[len(s)/2]
+	return s[int(q*float64(len(s)-1)+0.5)]
 }
 
 // instructions counts, with callgrind, the instructions the calling

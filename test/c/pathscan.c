@@ -1,11 +1,13 @@
 /*
- * pathscan.c — clean_length (preload/pathscan.h), which looks at a path 16
- * bytes at a time, must answer exactly as clean_length_bytes, which looks
- * at one byte at a time, for every path and every place a path can start
- * in memory. The paths are built from the pieces that matter ("/", ".",
- * "..", names of every length up to a block) so that each pattern lands on
- * each side of every 16-byte boundary. Prints "ok N" or the first
- * difference, and exits non-zero on one.
+ * pathscan.c — clean_length and marked_copy (preload/pathscan.h), which
+ * look at a path 16 bytes at a time, must answer exactly as
+ * clean_length_bytes and marked_copy_bytes, which look at one byte at a
+ * time, for every path and every place a path can start in memory, and
+ * marked_copy for every room its output may have. The paths are built
+ * from the pieces that matter ("/", ".", "..", "@", names of every length
+ * up to a block and past it) so that each pattern lands on each side of
+ * every 16-byte boundary. Prints "ok N" or the first difference, and
+ * exits non-zero on one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +16,37 @@
 
 static const char *pieces[] = {"/", "//", "/.", "/..", "/...", "/.h", "/..h",
 			       "/a", "/abcdefg", "/abcdefghijklmno", "/x.", "/x..",
-			       "."};
+			       ".", "/a@", "/abcdefghijklmnopq"};
 
 enum { NPIECES = sizeof(pieces) / sizeof(pieces[0]) };
 
 static unsigned long checked;
+
+/* check_marked holds marked_copy against marked_copy_bytes for the
+ * normal path abs of len bytes, after a prefix of 16 bytes, in rooms of
+ * the sizes that matter: plenty, about the result's length (where it
+ * stops fitting) and about the room the vector copy asks for. */
+static int check_marked(const char *abs, size_t len)
+{
+	static char want[3 * PATH_MAX], got[3 * PATH_MAX];
+	int r = marked_copy_bytes(want, 16, sizeof(want), abs, len);
+	size_t at[] = {r > 0 ? (size_t)r : 16, 2 * len + 18};
+	for (int k = -1; k < 2 * 6; k++) {
+		size_t cap = k < 0 ? sizeof(want) : at[k / 6] - 2 + (size_t)(k % 6);
+		if (cap < 17)
+			continue;
+		memset(want, 'w', cap);
+		memset(got, 'g', cap);
+		int w = marked_copy_bytes(want, 16, cap, abs, len), g = marked_copy(got, 16, cap, abs, len);
+		if (w != g || (w >= 0 && memcmp(want + 16, got + 16, (size_t)w - 16 + 1) != 0)) {
+			printf("differ: marked \"%s\" in %zu bytes: bytes %d \"%s\", vector %d \"%s\"\n",
+			       abs, cap, w, w >= 0 ? want + 16 : "", g, g >= 0 ? got + 16 : "");
+			return 1;
+		}
+		checked++;
+	}
+	return 0;
+}
 
 /* check places path at every offset of a 16-byte block, with bytes that
  * would look like a slash or a dot on either side of it. */
@@ -37,6 +65,8 @@ static int check(const char *path)
 			return 1;
 		}
 		checked++;
+		if (want > 0 && check_marked(buf + off, (size_t)want))
+			return 1;
 	}
 	return 0;
 }
