@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AUGUR_MAGIC 0x52554755u /* "AUGR" */
-#define AUGUR_ABI_VERSION 23
+#define AUGUR_ABI_VERSION 24
 #define AUGUR_MAX_TIERS 4
 #define AUGUR_TEE_POOL 16 /* struct augur_leader.tee_pool */
 #define AUGUR_RING_SLOTS 16384 /* power of two */
@@ -243,6 +243,12 @@ struct augur_leader {
 	uint64_t uncached_gen;
 	uint64_t uncached_len;
 	uint64_t uncached[512];
+	/* The dataset roots the leader measured against its fastest tier,
+	 * and whether it passes them through (shim/sources.go): JSON, as
+	 * streams above. */
+	uint64_t sources_gen;
+	uint64_t sources_len;
+	uint64_t sources[256];
 };
 
 /*

@@ -198,6 +198,9 @@ func (m *blocks) looker() {
 
 // enter makes large file path's entry, with its blocks files.
 func (m *blocks) enter(path string, st *unix.Stat_t) {
+	if m.l.sources.passes(path) {
+		return // worth no copy (sources.go): its readers read the original
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.enterLocked(path, st) {

@@ -38,7 +38,11 @@ type Config struct {
 	// BlockAbove is the size above which a dataset file is tiered in
 	// blocks (blocks.go) rather than copied whole (0: none is).
 	BlockAbove int64
-	Access     placement.Access
+	// PassThrough says whether a root found as fast as the fastest tier
+	// is passed through, its files not copied (sources.go): "auto" (the
+	// default) or "off" (copy whatever the root).
+	PassThrough string
+	Access      placement.Access
 	// Peers is the job's membership across nodes (package peers); a job
 	// of one node has none.
 	Peers peers.Config
@@ -94,7 +98,7 @@ const DefaultBlockAbove = 8 << 20
 
 // Load reads the configuration of this process.
 func Load() (*Config, error) {
-	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, WaitMax: placement.DefaultWaitMax,
+	c := &Config{Policy: "static", LogLevel: "warn", Revalidate: 30 * time.Second, PassThrough: "auto", WaitMax: placement.DefaultWaitMax,
 		BlockAbove: DefaultBlockAbove,
 		Access: placement.Access{Sampler: "distributed", Layout: "imagefolder", Shuffle: true,
 			WorldSize: 1, RanksPerNode: 1, Lookahead: 1024}, Peers: peers.Defaults()}

@@ -49,6 +49,12 @@ func (c *Config) applyEnv() error {
 		}
 		c.Revalidate = d
 	}
+	if v := os.Getenv("AUGUR_PASSTHROUGH"); v != "" {
+		if v != "auto" && v != "off" {
+			return fmt.Errorf("AUGUR_PASSTHROUGH: %q: want auto or off", v)
+		}
+		c.PassThrough = v
+	}
 	if v := os.Getenv("AUGUR_WAIT_MAX"); v != "" {
 		n, err := ParseSize(v)
 		if err != nil {

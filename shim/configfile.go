@@ -20,7 +20,9 @@ type fileConfig struct {
 	Policy     string `toml:"policy"`
 	Seed       *int64 `toml:"seed"`
 	Revalidate string `toml:"revalidate"`
-	Reactive   struct {
+	// PassThrough: "auto" or "off" (Config.PassThrough).
+	PassThrough string `toml:"passthrough"`
+	Reactive    struct {
 		WaitMax string `toml:"wait_max"`
 	} `toml:"reactive"`
 	Blocks struct {
@@ -85,6 +87,13 @@ func (c *Config) readFile(path string) error {
 		if c.Revalidate, err = parseDuration(fc.Revalidate); err != nil {
 			return fail("", 0, "revalidate", "revalidate: "+err.Error())
 		}
+	}
+	switch fc.PassThrough {
+	case "":
+	case "auto", "off":
+		c.PassThrough = fc.PassThrough
+	default:
+		return fail("", 0, "passthrough", fmt.Sprintf("passthrough: %q: want auto or off", fc.PassThrough))
 	}
 	if fc.Reactive.WaitMax != "" {
 		if c.WaitMax, err = ParseSize(fc.Reactive.WaitMax); err != nil {

@@ -61,6 +61,12 @@ func (c *clairvoyant) fetch(f seed.FileID, at stagedFor) (queued, ok bool) {
 		return false, true // a large file is tiered in blocks as it is read (blocks.go)
 	}
 	path := c.cat.Path(f)
+	switch {
+	case c.l.sources.undecided(path):
+		return false, false // wait for its root's judgment (sources.go)
+	case c.l.sources.passes(path):
+		return false, true // worth no copy
+	}
 	if t := int(c.place.Tier[f]); t >= 0 && (c.pool.FetchTo(path, size, t) || (c.evict(t, size) && c.pool.FetchTo(path, size, t))) {
 		c.queued(f, path)
 		return true, true

@@ -82,6 +82,9 @@ func (m *blocks) prefetch(path string, st *unix.Stat_t, off, n int64) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.files[pathKey(path)]
+	if f == nil && m.l.sources.passes(path) {
+		return queueDone // worth no copy (sources.go)
+	}
 	if f == nil {
 		if !m.enterLocked(path, st) {
 			return queueFull // the table has no room (said once), or a key it keeps

@@ -59,6 +59,9 @@ type Leader struct {
 	// inside predicts samples inside large files (clairvoyant policy;
 	// nil otherwise).
 	inside *inside
+	// sources says which roots are worth no copy (nil: a leader that
+	// writes no tier).
+	sources *sources
 	// rows are augur stat's stream rows by who made them ("files": the
 	// clairvoyant policy's cursors, "inside": inside's).
 	rowsMu sync.Mutex
@@ -110,6 +113,9 @@ func Lead(cfg *Config, seg *Segment, log zerolog.Logger) (*Leader, error) {
 	seg.publishConfig(cfg.RootForms(), l.ServedTiers(), cfg.Revalidate == 0) // the tiers are validated: copies may be served
 	if cfg.Peers.Enabled() {
 		l.peers = startPeering(l)
+	}
+	if cfg.Policy != "static" && cfg.PassThrough == "auto" {
+		l.sources = newSources(l, l.fastestWritten())
 	}
 	switch cfg.Policy {
 	case "reactive":
@@ -568,6 +574,8 @@ func (l *Leader) handle(ev Event) bool {
 	case ev.Kind == EvOpen:
 		if ev.Tier >= 0 {
 			l.queueRevalidate(ev)
+		} else if !ev.Truncated {
+			l.sources.opened(ev.Path)
 		}
 		if l.clair != nil {
 			l.clair.onOpen(ev)
@@ -579,6 +587,16 @@ func (l *Leader) handle(ev Event) bool {
 		l.clair.onClose(ev)
 	}
 	return false
+}
+
+// fastestWritten is the fastest tier this leader writes, or nil.
+func (l *Leader) fastestWritten() *tiering.Tree {
+	for _, t := range l.tiers {
+		if t.lock != nil && t.tree != nil {
+			return t.tree
+		}
+	}
+	return nil
 }
 
 // writesATier says whether this leader may copy into any tier.
@@ -628,6 +646,7 @@ func (l *Leader) newPool(tiers []*tiering.Tree, used []int64, done func(fetchpoo
 // it makes one on demand.
 func (l *Leader) startReactive() {
 	l.react = newReactive(l)
+	l.sources.whenJudged(l.react.judged)
 	l.startBlocks(l.react.pool)
 	l.peers.setHolder(l.owner, l.react.fetchOwned)
 }
@@ -674,6 +693,7 @@ func (l *Leader) close() {
 		l.clair.close()
 	}
 	l.peers.close() // after the copies: those in flight may still come from a peer
+	l.sources.close()
 	if m := l.big.Load(); m != nil {
 		m.save() // the next job starts with the blocks this one read
 	}

@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,16 @@ type reactive struct {
 	full     sync.Once    // stopWaiting's message
 	cache    atomic.Int32 // whether the shared filesystem's client caches: clientUnknown until learnClient says
 	teeSize  atomic.Int64 // the last tee's file size: the pool's files are made for it (keepPool)
+	// held are files opened from their originals while their root was
+	// not judged (sources.go): copied once it is worth copies, dropped
+	// if it is passed through.
+	heldMu sync.Mutex
+	held   []string
 }
+
+// maxHeld bounds the files held for a root's judgment: past it they are
+// copied as ever.
+const maxHeld = 1 << 16
 
 // What learnClient found of the shared filesystem's client; the values
 // of the segment's client_cache.
@@ -89,7 +99,7 @@ func reactiveWith(l *Leader) *reactive {
 // onOpen handles one open event: a file read from its original is
 // fetched, once.
 func (r *reactive) onOpen(ev Event) {
-	if ev.Tier >= 0 || ev.Truncated {
+	if ev.Tier >= 0 || ev.Truncated || r.l.sources.passes(ev.Path) {
 		return
 	}
 	if ev.Tee { // its reader makes the copy (onTeed), or says it did not (onUnteed)
@@ -100,6 +110,37 @@ func (r *reactive) onOpen(ev Event) {
 		return
 	}
 	r.queue(ev.Path)
+}
+
+// hold keeps path until its root is judged, if there is room.
+func (r *reactive) hold(path string) bool {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if len(r.held) >= maxHeld {
+		return false
+	}
+	r.held = append(r.held, path)
+	return true
+}
+
+// judged is told that root was judged (sources.go): its held files are
+// fetched, or dropped when it is passed through (known no more: copied on
+// their next open if it is copied again).
+func (r *reactive) judged(root string, pass bool) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	kept := r.held[:0]
+	for _, p := range r.held {
+		switch {
+		case !strings.HasPrefix(p, root+"/"):
+			kept = append(kept, p)
+		case pass:
+			r.known.Delete(p)
+		default:
+			r.queue(p)
+		}
+	}
+	r.held = kept
 }
 
 // queue hands a file marked known to the statter, which fetches it.
@@ -148,7 +189,10 @@ func (r *reactive) fetch(path string) {
 		return
 	}
 	if m := r.l.big.Load(); m.large(st.Size) {
-		m.enter(path, &st) // tiered in blocks as it is read (blocks.go)
+		m.enter(path, &st) // tiered in blocks as it is read (blocks.go): its pages are kept as it is read, judged or not
+		return
+	}
+	if r.l.sources.undecided(path) && r.hold(path) {
 		return
 	}
 	if tiering.Lookup(r.l.open, path, &st) >= 0 {
@@ -176,6 +220,19 @@ func (r *reactive) tooLarge(size int64) bool {
 // (EvRequest). It stats and copies the file from the shared filesystem
 // (copyNow), so the caller must not be the event loop (Leader.loop).
 func (r *reactive) onRequest(ev Event) {
+	if r.l.sources.passes(ev.Path) { // worth no copy: the reader reads the original at once
+		r.l.seg.clearCopying(ev.Path)
+		return
+	}
+	if r.l.sources.undecided(ev.Path) {
+		// Its root is judged within a few probes (the first, if it is
+		// slow): the reader reads the original meanwhile.
+		r.l.seg.clearCopying(ev.Path)
+		if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); !seen {
+			r.queue(ev.Path) // the statter holds it, or enters a large file
+		}
+		return
+	}
 	if _, seen := r.known.LoadOrStore(ev.Path, struct{}{}); seen {
 		// Queued, being copied, or copied and gone since: the pending
 		// table says which to a reader that looks, so this one reads

@@ -98,6 +98,7 @@ type Stats struct {
 	BigPredicted  uint64        `json:"large_blocks_predicted"` // blocks copied ahead of the ranks' predicted samples (inside.go)
 	BigPredBytes  uint64        `json:"large_bytes_predicted"`
 	Uncached      []Uncached    `json:"not_cached,omitempty"` // the first files augur could not cache, and why
+	Sources       []SourceStats `json:"sources,omitempty"`    // the roots measured against the fastest tier (sources.go)
 
 	// Blocks of large files (ranges of them) from and to peers, in all
 	// (Peers has them per peer); PeerFilesIn and the like count whole
@@ -213,6 +214,7 @@ func (s *Segment) Stats() Stats {
 	}
 	st.Streams = s.streams()
 	readJSON(&l.uncached_gen, &l.uncached_len, l.uncached[:], &st.Uncached)
+	readJSON(&l.sources_gen, &l.sources_len, l.sources[:], &st.Sources)
 	st.BigFiles, st.BigTeed, st.BigMisses = u64(&l.big_files), u64(&c.block_teed), u64(&c.block_misses)
 	st.BigStreams, st.BigAhead, st.BigAheadBytes = u64(&l.big_streams), u64(&l.big_ahead), u64(&l.big_ahead_bytes)
 	st.BigFilled, st.BigFillBytes = u64(&l.big_filled), u64(&l.big_filled_bytes)
@@ -252,6 +254,18 @@ func (s *Segment) publishStreams(rows []StreamStats) {
 			return
 		}
 		rows = rows[:len(rows)/2]
+	}
+}
+
+// publishSources writes the sources' rows (sources.go), as many as fit.
+func (s *Segment) publishSources(rows []SourceStats) {
+	l := &s.s.leader
+	for {
+		b, _ := json.Marshal(rows)
+		if publishJSON(&l.sources_gen, &l.sources_len, l.sources[:], b) || len(rows) == 0 {
+			return
+		}
+		rows = rows[:len(rows)-1]
 	}
 }
 

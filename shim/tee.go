@@ -254,6 +254,10 @@ func (r *reactive) adoptTee(path, name string) {
 		}
 		r.l.seg.clearCopying(path)
 	}
+	if r.l.sources.judge(path) {
+		drop(true) // worth no copy (sources.go)
+		return
+	}
 	f, hd, err := openTee(name)
 	if err != nil {
 		r.l.log.Debug().Msgf("tee of %s: %v", path, err)

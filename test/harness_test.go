@@ -110,6 +110,11 @@ func NewCase(t *testing.T) *Case {
 		"AUGUR_TIERS=" + c.RAM + ":1GiB," + c.Disk + ":1GiB",
 		"AUGUR_JOB=" + job,
 		"AUGUR_LOG=warn",
+		// The cases' datasets are on a local disk or an emulated
+		// shared filesystem as fast as their tiers: copied all the
+		// same, as the tests of copies need (sources_test.go tests the
+		// default).
+		"AUGUR_PASSTHROUGH=off",
 	}
 	return c
 }

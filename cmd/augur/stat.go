@@ -122,6 +122,14 @@ func printStats(w io.Writer, st shim.Stats) {
 		fmt.Fprintf(w, "  read half: %d blocks (%s) copied to fill their files\n", st.BigFilled, shim.FormatSize(int64(st.BigFillBytes)))
 		fmt.Fprintf(w, "  predicted: %d blocks (%s) copied ahead of the ranks' samples\n", st.BigPredicted, shim.FormatSize(int64(st.BigPredBytes)))
 	}
+	for _, s := range st.Sources {
+		what := "copied"
+		if s.Passed {
+			what = "passed through, no copies"
+		}
+		fmt.Fprintf(w, "source %s: %s: a file read in %.2fx the fastest tier's time (%.0f us against %.0f us for %s; %d probes)\n",
+			s.Root, what, s.Ratio, s.SourceUs, s.TierUs, shim.FormatSize(s.Size), s.Probes)
+	}
 	for _, u := range st.Uncached {
 		fmt.Fprintf(w, "not cached: %s: %s\n", u.Path, u.Why)
 	}
