@@ -101,8 +101,16 @@ bench: build $(BUILD)/dlreader
 .PHONY: bench-large
 LARGE  ?= L
 ROUNDS ?= 1
+FROUNDS ?= 3
 bench-large: build $(BUILD)/dlreader
 	$(GO) run ./bench/compare -only $(LARGE) -large-rounds $(ROUNDS) -pytorch=false -out bench/results/large
+
+# Fast sources alone (issue 44): make bench's F1-F2, small files from a
+# page-cache-hot local disk and from a tmpfs, each policy beside plain
+# reads, into bench/results/fast/.
+.PHONY: bench-fast
+bench-fast: build $(BUILD)/dlreader
+	$(GO) run ./bench/compare -only F -fast-rounds $(FROUNDS) -pytorch=false -out bench/results/fast
 
 # cmd/augur/default.pgo is the profile Go's compiler optimizes augur with
 # (-pgo=auto): augur sim of ImageNet-1k on 1024 nodes for 30 epochs, every

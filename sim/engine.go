@@ -190,6 +190,9 @@ func direct(pol string) bool { return pol == "pfs" || pol == "perfect" }
 
 func newRunner(j *job, pol string) *runner {
 	cfg := j.cfg
+	if !direct(pol) && passesThrough(cfg, j.ds.sizes) {
+		pol = "pfs" // augur copies nothing of a source as fast as its tier
+	}
 	r := &runner{j: j, cfg: cfg, in: newLinks(cfg.Nodes), out: newLinks(cfg.Nodes),
 		peer: pol == "clairvoyant+peers", perfect: pol == "perfect",
 		direct:      direct(pol),
@@ -263,6 +266,32 @@ func newRunner(j *job, pol string) *runner {
 		r.owns = newBits(len(j.ds.sizes))
 	}
 	return r
+}
+
+// passThroughBelow is augur's passBelow (shim/sources.go): a source whose
+// file of the dataset's mean size reads in at most this many times the
+// fastest tier's time is passed through, its files not copied.
+const passThroughBelow = 1.5
+
+// passesThrough says whether augur passes the PFS of cfg through for a
+// dataset of sizes: one reader's read of a file of their mean size (its
+// latency, its requests' and its bytes at the PFS's rate for one reader)
+// within passThroughBelow of the first tier's.
+func passesThrough(cfg *Config, sizes []int32) bool {
+	if len(cfg.Tiers) == 0 || len(sizes) == 0 || len(cfg.PFS.Curve) == 0 {
+		return false
+	}
+	var sum float64
+	for _, s := range sizes {
+		sum += float64(s)
+	}
+	size := sum / float64(len(sizes))
+	p, t := &cfg.PFS, cfg.Tiers[0]
+	pfs := p.Latency + size/p.Curve[0].Rate
+	if p.RequestSize > 0 {
+		pfs += math.Ceil(size/float64(p.RequestSize)) * p.ReadLatency
+	}
+	return pfs <= passThroughBelow*(t.Latency+size/t.Bandwidth)
 }
 
 func infs(n int) []float64 {

@@ -392,3 +392,28 @@ func TestReactiveCopyInParts(t *testing.T) {
 		}
 	}
 }
+
+// A PFS as fast as the first tier (a page cache that holds the dataset)
+// is passed through, as augur does (shim/sources.go): every policy reads
+// it as pfs does, copying nothing; a slow one is copied.
+func TestPolicyPassesAFastSourceThrough(t *testing.T) {
+	c := small()
+	c.Nodes = 1
+	c.PFS = PFS{Curve: []CurvePoint{{1, 2 * gB}}, Latency: 10e-6}
+	c.Tiers[0].Latency = 8e-6
+	res := run(t, c)
+	pfs := res.Policy("pfs")
+	for _, pol := range []string{"reactive", "clairvoyant", "staging"} {
+		p := res.Policy(pol)
+		for e, ep := range p.Epochs {
+			if ep.Seconds != pfs.Epochs[e].Seconds || ep.PFSBytes != pfs.Epochs[e].PFSBytes {
+				t.Errorf("%s epoch %d on a fast source: %.4fs, %d PFS bytes; want pfs's %.4fs, %d", pol, e+1,
+					ep.Seconds, ep.PFSBytes, pfs.Epochs[e].Seconds, pfs.Epochs[e].PFSBytes)
+			}
+		}
+	}
+	c.PFS.Latency = 0.002 // slow again
+	if p := run(t, c).Policy("reactive"); p.Epochs[1].PFSBytes >= p.Epochs[0].PFSBytes {
+		t.Errorf("reactive on a slow PFS: epoch 2 read %d bytes of it, epoch 1 %d; want its copies read", p.Epochs[1].PFSBytes, p.Epochs[0].PFSBytes)
+	}
+}

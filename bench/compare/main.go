@@ -183,6 +183,7 @@ type report struct {
 	Scenarios []*scenarioResult `json:"scenarios"`
 	Policies  map[string]string `json:"policies"`        // policy → "available" or why not
 	Large     []*largeResult    `json:"large,omitempty"` // L1-L6
+	Fast      []*fastResult     `json:"fast,omitempty"`  // F1, F2
 	Nodes     *nodesResult      `json:"nodes,omitempty"` // S4
 	// FirstEpoch is R1, per PFS mode and read mode.
 	FirstEpoch []*firstEpochResult `json:"first_epoch,omitempty"`
@@ -211,8 +212,9 @@ func main() {
 	reader := flag.String("reader", "build/dlreader", "the dlreader binary")
 	scale := flag.Float64("scale", 1, "scale dataset and tier sizes")
 	pytorch := flag.Bool("pytorch", true, "also run the PyTorch DataLoader comparison")
-	only := flag.String("only", "", "comma-separated scenarios to run (default all; L: every large-file scenario L1-L6)")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all; L: every large-file scenario L1-L6; F: the fast sources F1-F2)")
 	largeRounds := flag.Int("large-rounds", 1, "rounds of the large-file scenarios' configurations, run in turn (medians)")
+	fastRounds := flag.Int("fast-rounds", 3, "rounds of the fast-source scenarios' configurations, run in turn (medians)")
 	flag.StringVar(&s4Configs, "s4-configs", "", "comma-separated configurations of S4 to run (default all)")
 	replot := flag.String("replot", "", "only redraw OUT/bench.png and reprint the tables from this bench.json")
 	flag.Parse()
@@ -223,13 +225,13 @@ func main() {
 		}
 		return
 	}
-	if err := mainErr(*out, *work, *augur, *lib, *reader, *scale, *pytorch, *only, *largeRounds); err != nil {
+	if err := mainErr(*out, *work, *augur, *lib, *reader, *scale, *pytorch, *only, *largeRounds, *fastRounds); err != nil {
 		fmt.Fprintf(os.Stderr, "make bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, only string, largeRounds int) error {
+func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, only string, largeRounds, fastRounds int) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it mounts the emulated PFS (FUSE) and drops the page cache between configurations")
 	}
@@ -299,6 +301,14 @@ func mainErr(out, work, augur, lib, reader string, scale float64, pytorch bool, 
 		}
 		rep.Large = append(rep.Large, lr)
 		printLarge(os.Stdout, lr)
+	}
+	for _, s := range fastWanted(only) {
+		fr, err := e.runFast(s, max(fastRounds, 1), rep.Policies, prog)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		rep.Fast = append(rep.Fast, fr)
+		printFast(os.Stdout, fr)
 	}
 	if only == "" || strings.Contains(","+only+",", ",R1,") {
 		fr, err := e.runFirstEpoch(prog)
